@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The one command for the GPU machine: unpack offline dependencies, build,
+# run every test (GPU tests included) and the benchmarks, and write logs and
+# results under $OUT (default ./out).
+#
+#   bash tools/gpu-check.sh [--no-bench] [--ctest-args "<args>"]
+#
+# Carry `.deps` (made by `tools/offline-deps.sh fetch` on a networked
+# machine) with the tree; the GPU machine has no network.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-$ROOT/out}"
+BUILD_DIR="${GPUOS_BUILD_DIR:-$ROOT/build/gpu}"
+RUN_BENCH=1
+CTEST_ARGS=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-bench) RUN_BENCH=0 ;;
+    --ctest-args) CTEST_ARGS="$2"; shift ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$OUT"
+export PATH="/usr/local/cuda/bin:$PATH"
+status=0
+
+{
+  echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvcc --version | tail -1
+} | tee "$OUT/environment.txt"
+
+if [[ -f "$ROOT/.deps/debs/MANIFEST" ]]; then
+  bash "$ROOT/tools/offline-deps.sh" unpack 2>&1 | tail -3
+fi
+
+echo "== build"
+if ! { cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+         -DGPUOS_WARNINGS_AS_ERRORS=ON >"$OUT/build.log" 2>&1 &&
+       cmake --build "$BUILD_DIR" -j "$(nproc)" >>"$OUT/build.log" 2>&1; }; then
+  tail -40 "$OUT/build.log"
+  echo "BUILD FAILED"
+  exit 1
+fi
+echo "build ok"
+
+echo "== tests"
+# shellcheck disable=SC2086
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 --no-tests=error $CTEST_ARGS \
+  >"$OUT/ctest.log" 2>&1 || status=1
+grep -E "tests passed|tests failed|\*\*\*Failed|Skipped|Not Run" "$OUT/ctest.log" | tail -30
+
+if [[ $RUN_BENCH -eq 1 && -d "$ROOT/bench" && -x "$BUILD_DIR/bin/gpuos" ]]; then
+  echo "== benchmarks"
+  for b in "$ROOT"/bench/run_*.sh; do
+    [[ -e "$b" ]] || continue
+    bash "$b" "$BUILD_DIR" "$OUT" 2>&1 | tee -a "$OUT/bench.log" || status=1
+  done
+fi
+exit $status
