@@ -58,3 +58,8 @@ target_compile_definitions(gpuos_boost INTERFACE BOOST_DLL_USE_STD_FS)
 if(GPUOS_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
+
+# dtl (header-only diff template library) for `gpuos-registry diff`.
+find_path(GPUOS_DTL_INCLUDE_DIR dtl/dtl.hpp HINTS ${GPUOS_DEPS_INCLUDE} REQUIRED)
+add_library(gpuos_dtl INTERFACE)
+target_include_directories(gpuos_dtl SYSTEM INTERFACE ${GPUOS_DTL_INCLUDE_DIR})
