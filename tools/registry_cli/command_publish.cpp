@@ -24,8 +24,8 @@ std::string CheckArch(const std::string& requested, const Output& out) {
   auto arch = registry::ResolveTargetArch(requested);
   if (arch.ok()) return *arch;
   if (!requested.empty()) return requested;  // Build reports the bad name
-  out.Warn("no GPU to take the architecture from (" + arch.status().message() +
-           "); checking that operators compile for sm_90");
+  out.Warn("no GPU to take the architecture from; checking that operators compile for sm_90 "
+           "(--arch or GPUOS_ARCH choose another)");
   return "sm_90";
 }
 
@@ -83,21 +83,27 @@ int RunPublish(const PublishArgs& args, const RegistryContext& ctx) {
     if (!loaded.ok()) return out.Fail(loaded.status());
     for (auto& p : *loaded) packs.push_back(std::move(p));
   }
-  auto repo = ctx.Open(/*create=*/true);
-  if (!repo.ok()) return out.Fail(repo.status());
-  if ((*repo)->read_only()) {
-    return out.Fail(FailedPrecondition("repository " + (*repo)->path() +
+  // The compile check runs before the repository is created or changed; it
+  // uses the repository's build cache when there already is one.
+  auto existing = ctx.Open(/*create=*/false);
+  if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) {
+    return out.Fail(existing.status());
+  }
+  if (existing.ok() && (*existing)->read_only()) {
+    return out.Fail(FailedPrecondition("repository " + (*existing)->path() +
                                        " is read-only; nothing was published"));
   }
-
   nlohmann::json check_json = nullptr;
   if (!args.no_compile_check) {
     std::vector<registry::OperatorSpec> ops;
     for (const auto& p : packs) ops.insert(ops.end(), p.operators.begin(), p.operators.end());
+    registry::InMemoryBuildCache scratch_cache;
+    registry::BuildCache* cache = &scratch_cache;
+    if (existing.ok() && !(*existing)->read_only()) cache = existing->get();
     registry::JitOptions jit_options;
     jit_options.arch = CheckArch(args.arch, out);
     jit_options.progress = ctx.json ? registry::ProgressMode::kQuiet : registry::ProgressMode::kAuto;
-    registry::JitBuilder builder(repo->get(), jit_options);
+    registry::JitBuilder builder(cache, jit_options);
     registry::BuildStats stats;
     Status compiled = builder.Compile(ops, &stats);
     if (!compiled.ok()) {
@@ -111,6 +117,8 @@ int RunPublish(const PublishArgs& args, const RegistryContext& ctx) {
              " operators ok, " + std::to_string(stats.compiled) + " compiled, " +
              std::to_string(stats.ltoir_cache_hits) + " from cache");
   }
+  auto repo = existing.ok() ? std::move(existing) : ctx.Open(/*create=*/true);
+  if (!repo.ok()) return out.Fail(repo.status());
 
   nlohmann::json results = nlohmann::json::array();
   registry::PublishOptions options;

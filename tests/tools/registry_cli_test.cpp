@@ -1,0 +1,230 @@
+// End-to-end tests of the gpuos-registry binary: what a user types, what the
+// repository looks like afterwards, and the exit codes of docs/gpuos-registry.md.
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "command_runner.h"
+
+namespace gpuos {
+namespace {
+
+using testing::CommandResult;
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::string kTool = std::string(GPUOS_BINARY_DIR) + "/bin/gpuos-registry";
+const std::string kThirdParty =
+    std::string(GPUOS_SOURCE_DIR) + "/tests/data/packs/good/third_party.yaml";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+class RegistryCliTest : public ::testing::Test {
+ protected:
+  std::string db() const { return dir_.path() + "/registry.db"; }
+  // Runs gpuos-registry against this test's repository.
+  CommandResult Registry(const std::string& args) const {
+    return RunCommand("GPUOS_ARCH= " + kTool + " --db " + db() + " " + args);
+  }
+  nlohmann::json RegistryJson(const std::string& args) const {
+    CommandResult r = Registry("--json " + args + " 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+  }
+  // The third-party pack with every version bumped to 1.1.0 and leaky_relu's
+  // body changed, as a new file.
+  std::string WriteBumpedPack() const {
+    std::string text = ReadFile(kThirdParty);
+    text = std::regex_replace(text, std::regex("version: 1\\.[01]\\.0"), "version: 1.2.0");
+    text = std::regex_replace(text, std::regex("static_cast<compute_t>\\(slope\\) \\* x;"),
+                              "static_cast<compute_t>(slope) * x * static_cast<compute_t>(1);");
+    const std::string path = dir_.path() + "/third_party_v2.yaml";
+    WriteFile(path, text);
+    return path;
+  }
+  std::string ListCurrent(const std::string& op) const {
+    auto doc = RegistryJson("list");
+    for (const auto& row : doc["operators"]) {
+      if (row["name"] == op) return row["current"].get<std::string>();
+    }
+    return "";
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(RegistryCliTest, EverySubcommandHasHelp) {
+  for (const char* sub : {"publish", "list", "show", "history", "rollback", "diff", "build",
+                          "verify", "gc", "export", "import"}) {
+    CommandResult r = RunCommand(kTool + " " + sub + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.output;
+    EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
+  }
+  CommandResult r = RunCommand(kTool + " frobnicate");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+TEST_F(RegistryCliTest, ThirdPartyPackPublishesShowsRollsBackDiffsAndBuilds) {
+  CommandResult published = Registry("publish " + kThirdParty);
+  ASSERT_EQ(published.exit_code, 0) << published.output;
+  EXPECT_NE(published.output.find("published acme.activations 1.0.0"), std::string::npos);
+  EXPECT_EQ(ListCurrent("leaky_relu"), "1.0.0");
+
+  CommandResult show = Registry("show leaky_relu");
+  ASSERT_EQ(show.exit_code, 0) << show.output;
+  EXPECT_NE(show.output.find("attribute: slope: f32 = 0.01"), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("(current)"), std::string::npos) << show.output;
+
+  ASSERT_EQ(Registry("publish " + WriteBumpedPack()).exit_code, 0);
+  EXPECT_EQ(ListCurrent("leaky_relu"), "1.2.0");
+
+  CommandResult diff = Registry("diff leaky_relu 1.0.0 1.2.0");
+  ASSERT_EQ(diff.exit_code, 0) << diff.output;
+  EXPECT_NE(diff.output.find("-version: 1.0.0"), std::string::npos) << diff.output;
+  EXPECT_NE(diff.output.find("+version: 1.2.0"), std::string::npos) << diff.output;
+  EXPECT_NE(diff.output.find("static_cast<compute_t>(1);"), std::string::npos) << diff.output;
+
+  CommandResult rollback = Registry("rollback leaky_relu -m 'bad numerics'");
+  ASSERT_EQ(rollback.exit_code, 0) << rollback.output;
+  EXPECT_EQ(ListCurrent("leaky_relu"), "1.0.0");
+  EXPECT_EQ(ListCurrent("softplus"), "1.2.0");  // only the named operator moved
+  ASSERT_EQ(Registry("rollback leaky_relu --to 1.2.0").exit_code, 0);
+  EXPECT_EQ(ListCurrent("leaky_relu"), "1.2.0");
+
+  auto history = RegistryJson("history leaky_relu");
+  std::vector<std::string> actions;
+  for (const auto& h : history["history"]) actions.push_back(h["action"]);
+  EXPECT_EQ(actions, (std::vector<std::string>{"publish", "publish", "rollback", "rollback"}));
+
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    auto first = RegistryJson(std::string("build --arch ") + arch);
+    EXPECT_EQ(first["arch"], arch);
+    EXPECT_FALSE(first["image_cache_hit"].get<bool>());
+    EXPECT_GT(first["cubin_bytes"].get<int>(), 0);
+    // Current and previous versions of all four operators are linked.
+    EXPECT_EQ(first["operators"].get<int>(), 8);
+    auto second = RegistryJson(std::string("build --arch ") + arch);
+    EXPECT_TRUE(second["image_cache_hit"].get<bool>());
+    EXPECT_EQ(second["compiled"].get<int>(), 0);
+  }
+  EXPECT_EQ(Registry("verify").exit_code, 0);
+}
+
+TEST_F(RegistryCliTest, ExportImportMovesARepository) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  const std::string file = dir_.path() + "/moved.gpuos";
+  CommandResult exported = Registry("export " + file);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const std::string other = dir_.path() + "/other.db";
+  CommandResult imported = RunCommand(kTool + " --db " + other + " import " + file);
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  CommandResult list = RunCommand(kTool + " --db " + other + " list");
+  EXPECT_NE(list.output.find("leaky_relu"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("l2_norm"), std::string::npos) << list.output;
+  // Exporting onto an existing file needs --force.
+  EXPECT_NE(Registry("export " + file).exit_code, 0);
+  EXPECT_EQ(Registry("export --force " + file).exit_code, 0);
+}
+
+TEST_F(RegistryCliTest, MalformedPackIsRejectedWithFileAndLineAndChangesNothing) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  const std::string before = Registry("--json list").output;
+  const std::string bad = std::string(GPUOS_SOURCE_DIR) + "/tests/data/packs/bad/duplicate_key.yaml";
+  CommandResult r = Registry("publish " + bad);
+  EXPECT_EQ(r.exit_code, 5) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("duplicate_key\\.yaml:[0-9]+:[0-9]+: error")))
+      << r.output;
+  EXPECT_EQ(Registry("--json list").output, before);
+}
+
+TEST_F(RegistryCliTest, BodyThatDoesNotCompileIsRejectedWithItsPackLine) {
+  const std::string pack = dir_.path() + "/broken.yaml";
+  WriteFile(pack,
+            "gpuos_pack: 1\nname: mine\nversion: 0.1.0\noperators:\n"
+            "  - name: twice\n    version: 1.0.0\n    kind: elementwise\n    dtypes: [f32]\n"
+            "    inputs: [{name: a}]\n    outputs: [{name: out}]\n    body: |\n"
+            "      compute_t t = a * 2;\n      out = t +;\n");
+  CommandResult r = Registry("publish " + pack);
+  EXPECT_EQ(r.exit_code, 6) << r.output;
+  EXPECT_NE(r.output.find("broken.yaml:13: error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("twice"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(db())) << "a failed first publish must not create the file";
+}
+
+TEST_F(RegistryCliTest, UnknownOperatorsAndVersionsAreNotFound) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  EXPECT_EQ(Registry("show nope").exit_code, 3);
+  EXPECT_EQ(Registry("show leaky_relu@9.9.9").exit_code, 3);
+  EXPECT_EQ(Registry("rollback nope").exit_code, 3);
+  EXPECT_EQ(Registry("rollback leaky_relu --to 9.9.9").exit_code, 3);
+  EXPECT_EQ(Registry("diff leaky_relu 1.0.0 9.9.9").exit_code, 3);
+  EXPECT_EQ(Registry("history nope").exit_code, 3);
+  CommandResult no_previous = Registry("rollback leaky_relu");
+  EXPECT_EQ(no_previous.exit_code, 7) << no_previous.output;  // nothing to roll back to
+  EXPECT_NE(no_previous.output.find("leaky_relu"), std::string::npos);
+  CommandResult bad_ref = Registry("show leaky_relu@1.0");
+  EXPECT_EQ(bad_ref.exit_code, 5) << bad_ref.output;
+}
+
+TEST_F(RegistryCliTest, ConflictingRepublishIsAConflict) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  std::string text = ReadFile(kThirdParty);
+  text = std::regex_replace(text, std::regex("default: 0\\.01"), "default: 0.02");
+  const std::string changed = dir_.path() + "/same_version_other_content.yaml";
+  WriteFile(changed, text);
+  CommandResult r = Registry("publish " + changed);
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_EQ(ListCurrent("leaky_relu"), "1.0.0");
+}
+
+TEST_F(RegistryCliTest, FileThatIsNotARepositoryIsRefused) {
+  WriteFile(db(), "this is a text file, not a database\n");
+  CommandResult r = Registry("list");
+  EXPECT_EQ(r.exit_code, 7) << r.output;
+  EXPECT_NE(r.output.find("not a gpuos repository"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadFile(db()), "this is a text file, not a database\n");
+}
+
+TEST_F(RegistryCliTest, RepositoryFromANewerSchemaIsRefused) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, "PRAGMA user_version = 999", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(handle);
+  CommandResult r = Registry("list");
+  EXPECT_EQ(r.exit_code, 7) << r.output;
+  EXPECT_NE(r.output.find("newer gpuos"), std::string::npos) << r.output;
+}
+
+TEST_F(RegistryCliTest, ReadOnlyRepositoryRefusesChangesButAnswersQueries) {
+  if (geteuid() == 0) {
+    GTEST_SKIP() << "running as root: file permissions do not stop root from writing; "
+                    "the read-only path is covered by registry_repository_failure_test";
+  }
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  std::filesystem::permissions(db(), std::filesystem::perms::owner_read);
+  EXPECT_EQ(Registry("list").exit_code, 0);
+  CommandResult r = Registry("rollback leaky_relu --to 1.0.0");
+  EXPECT_EQ(r.exit_code, 7) << r.output;
+  EXPECT_NE(r.output.find("read-only"), std::string::npos) << r.output;
+}
+
+TEST_F(RegistryCliTest, MissingRepositoryIsExplained) {
+  CommandResult r = Registry("list");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("publish a pack to create one"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gpuos
