@@ -19,30 +19,27 @@ std::string DlError() {
 std::string ErrorText(const CudaDriverApi& driver, CUresult result) {
   const char* name = nullptr;
   const char* text = nullptr;
-  if (driver.cuGetErrorName == nullptr ||
-      driver.cuGetErrorName(result, &name) != CUDA_SUCCESS) {
+  if (driver.cuGetErrorName == nullptr || driver.cuGetErrorName(result, &name) != CUDA_SUCCESS) {
     name = nullptr;
   }
   if (driver.cuGetErrorString == nullptr ||
       driver.cuGetErrorString(result, &text) != CUDA_SUCCESS) {
     text = nullptr;
   }
-  std::string out = name != nullptr
-                        ? std::string(name)
-                        : "CUresult " + std::to_string(static_cast<int>(result));
+  std::string out =
+      name != nullptr ? std::string(name) : "CUresult " + std::to_string(static_cast<int>(result));
   if (text != nullptr) out += std::string(" (") + text + ")";
   return out;
 }
 
 Status ResolveAll(CudaDriverApi& driver) {
-#define GPUOS_CUDA_RESOLVE_(name)                                           \
-  driver.name = reinterpret_cast<decltype(driver.name)>(                    \
-      dlsym(driver.handle, GPUOS_CUDA_STRINGIFY_(name)));                   \
-  if (driver.name == nullptr) {                                             \
-    return Unavailable(std::string("no CUDA driver: ") + driver.library +   \
-                       " lacks " GPUOS_CUDA_STRINGIFY_(name) " (" +         \
-                       DlError() +                                          \
-                       "); install an NVIDIA driver for CUDA 13 or newer"); \
+#define GPUOS_CUDA_RESOLVE_(name)                                                                 \
+  driver.name =                                                                                   \
+      reinterpret_cast<decltype(driver.name)>(dlsym(driver.handle, GPUOS_CUDA_STRINGIFY_(name))); \
+  if (driver.name == nullptr) {                                                                   \
+    return Unavailable(std::string("no CUDA driver: ") + driver.library +                         \
+                       " lacks " GPUOS_CUDA_STRINGIFY_(name) " (" + DlError() +                   \
+                       "); install an NVIDIA driver for CUDA 13 or newer");                       \
   }
   GPUOS_CUDA_DRIVER_FUNCTIONS(GPUOS_CUDA_RESOLVE_)
 #undef GPUOS_CUDA_RESOLVE_
@@ -51,8 +48,7 @@ Status ResolveAll(CudaDriverApi& driver) {
 
 }  // namespace
 
-Status CudaStatus(const CudaDriverApi& driver, CUresult result,
-                  const std::string& what) {
+Status CudaStatus(const CudaDriverApi& driver, CUresult result, const std::string& what) {
   if (result == CUDA_SUCCESS) return Status::Ok();
   const std::string message = what + " failed: " + ErrorText(driver, result);
   switch (result) {
@@ -75,15 +71,13 @@ Status CudaStatus(const CudaDriverApi& driver, CUresult result,
   }
 }
 
-Expected<std::unique_ptr<CudaDriverApi>> OpenCudaDriver(
-    const std::string& library) {
+Expected<std::unique_ptr<CudaDriverApi>> OpenCudaDriver(const std::string& library) {
   auto driver = std::make_unique<CudaDriverApi>();
   driver->library = library;
   dlerror();
   driver->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (driver->handle == nullptr) {
-    return Unavailable("no CUDA driver: " + library + " not found (" +
-                       DlError() +
+    return Unavailable("no CUDA driver: " + library + " not found (" + DlError() +
                        "); install the NVIDIA driver, or run on a machine "
                        "with a GPU");
   }
@@ -95,12 +89,10 @@ Expected<std::unique_ptr<CudaDriverApi>> OpenCudaDriver(
                        "remove the stub directory from the library path");
   }
   if (init != CUDA_SUCCESS) {
-    return Unavailable("no CUDA device: cuInit failed: " +
-                       ErrorText(*driver, init));
+    return Unavailable("no CUDA device: cuInit failed: " + ErrorText(*driver, init));
   }
-  GPUOS_RETURN_IF_ERROR(CudaStatus(
-      *driver, driver->cuDriverGetVersion(&driver->driver_version),
-      "cuDriverGetVersion"));
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuDriverGetVersion(&driver->driver_version),
+                                   "cuDriverGetVersion"));
   return driver;
 }
 
@@ -125,8 +117,7 @@ Expected<const CudaDriverApi*> LoadCudaDriver() {
 Expected<int> CudaDeviceCount() {
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   int count = 0;
-  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuDeviceGetCount(&count),
-                                   "cuDeviceGetCount"));
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuDeviceGetCount(&count), "cuDeviceGetCount"));
   if (count == 0) {
     return Unavailable("no CUDA device: the driver reports 0 devices");
   }
@@ -137,20 +128,17 @@ Expected<CudaDeviceInfo> QueryCudaDevice(int ordinal) {
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   GPUOS_ASSIGN_OR_RETURN(const int count, CudaDeviceCount());
   if (ordinal < 0 || ordinal >= count) {
-    return InvalidArgument("no CUDA device " + std::to_string(ordinal) +
-                           ": the driver reports " + std::to_string(count) +
-                           " device(s), numbered from 0");
+    return InvalidArgument("no CUDA device " + std::to_string(ordinal) + ": the driver reports " +
+                           std::to_string(count) + " device(s), numbered from 0");
   }
   CUdevice device = 0;
-  GPUOS_RETURN_IF_ERROR(CudaStatus(
-      *driver, driver->cuDeviceGet(&device, ordinal), "cuDeviceGet"));
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuDeviceGet(&device, ordinal), "cuDeviceGet"));
   CudaDeviceInfo info;
   info.ordinal = ordinal;
   info.driver_version = driver->driver_version;
   char name[256] = {};
-  GPUOS_RETURN_IF_ERROR(CudaStatus(
-      *driver, driver->cuDeviceGetName(name, sizeof(name) - 1, device),
-      "cuDeviceGetName"));
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuDeviceGetName(name, sizeof(name) - 1, device),
+                                   "cuDeviceGetName"));
   info.name = name;
   struct {
     CUdevice_attribute attribute;
@@ -161,22 +149,20 @@ Expected<CudaDeviceInfo> QueryCudaDevice(int ordinal) {
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &info.multiprocessors},
   };
   for (const auto& query : queries) {
-    GPUOS_RETURN_IF_ERROR(CudaStatus(
-        *driver,
-        driver->cuDeviceGetAttribute(query.out, query.attribute, device),
-        "cuDeviceGetAttribute"));
+    GPUOS_RETURN_IF_ERROR(
+        CudaStatus(*driver, driver->cuDeviceGetAttribute(query.out, query.attribute, device),
+                   "cuDeviceGetAttribute"));
   }
   size_t total = 0;
-  GPUOS_RETURN_IF_ERROR(CudaStatus(
-      *driver, driver->cuDeviceTotalMem(&total, device), "cuDeviceTotalMem"));
+  GPUOS_RETURN_IF_ERROR(
+      CudaStatus(*driver, driver->cuDeviceTotalMem(&total, device), "cuDeviceTotalMem"));
   info.total_memory = total;
   return info;
 }
 
 Expected<std::string> DetectGpuArch(int ordinal) {
   GPUOS_ASSIGN_OR_RETURN(const CudaDeviceInfo info, QueryCudaDevice(ordinal));
-  return "sm_" + std::to_string(info.compute_major) +
-         std::to_string(info.compute_minor);
+  return "sm_" + std::to_string(info.compute_major) + std::to_string(info.compute_minor);
 }
 
 }  // namespace gpuos

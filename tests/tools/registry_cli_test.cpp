@@ -208,16 +208,32 @@ TEST_F(RegistryCliTest, RepositoryFromANewerSchemaIsRefused) {
 }
 
 TEST_F(RegistryCliTest, ReadOnlyRepositoryRefusesChangesButAnswersQueries) {
-  if (geteuid() == 0) {
-    GTEST_SKIP() << "running as root: file permissions do not stop root from writing; "
-                    "the read-only path is covered by registry_repository_failure_test";
-  }
   ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
-  std::filesystem::permissions(db(), std::filesystem::perms::owner_read);
-  EXPECT_EQ(Registry("list").exit_code, 0);
-  CommandResult r = Registry("rollback leaky_relu --to 1.0.0");
+  ASSERT_EQ(Registry("publish " + WriteBumpedPack()).exit_code, 0);
+  namespace fs = std::filesystem;
+  // Root ignores file permissions, so as root the tool runs as `nobody`.
+  std::string as_user;
+  if (geteuid() == 0) {
+    if (RunCommand("command -v runuser").exit_code != 0) {
+      GTEST_SKIP() << "running as root without runuser: cannot drop privileges";
+    }
+    as_user = "runuser -u nobody -- ";
+    fs::permissions(dir_.path(), fs::perms::owner_all | fs::perms::group_read |
+                                     fs::perms::group_exec | fs::perms::others_read |
+                                     fs::perms::others_exec);
+  }
+  fs::permissions(db(), fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::string tool = as_user + kTool + " --db " + db() + " ";
+  CommandResult list = RunCommand(tool + "list");
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("leaky_relu"), std::string::npos) << list.output;
+  CommandResult r = RunCommand(tool + "rollback leaky_relu");
   EXPECT_EQ(r.exit_code, 7) << r.output;
   EXPECT_NE(r.output.find("read-only"), std::string::npos) << r.output;
+  CommandResult p = RunCommand(tool + "publish --no-compile-check " + kThirdParty);
+  EXPECT_EQ(p.exit_code, 7) << p.output;
+  fs::permissions(db(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(ListCurrent("leaky_relu"), "1.2.0");
 }
 
 TEST_F(RegistryCliTest, MissingRepositoryIsExplained) {

@@ -71,9 +71,9 @@ struct CudaDriverApi {
   GPUOS_CUDA_DRIVER_FUNCTIONS(GPUOS_CUDA_DRIVER_MEMBER_)
 #undef GPUOS_CUDA_DRIVER_MEMBER_
 
-  int driver_version = 0;   // cuDriverGetVersion, e.g. 13000
-  std::string library;      // what was opened ("libcuda.so.1")
-  void* handle = nullptr;   // dlopen handle; never closed
+  int driver_version = 0;  // cuDriverGetVersion, e.g. 13000
+  std::string library;     // what was opened ("libcuda.so.1")
+  void* handle = nullptr;  // dlopen handle; never closed
 };
 
 // The process-wide driver: opens libcuda.so.1, resolves every entry point and
@@ -86,27 +86,25 @@ Expected<const CudaDriverApi*> LoadCudaDriver();
 // Opens `library` (a file name or path for dlopen) without caching, resolves
 // every entry point and calls cuInit(0). For tests and diagnostics; the
 // handle is never closed (a driver cannot be unloaded safely).
-Expected<std::unique_ptr<CudaDriverApi>> OpenCudaDriver(
-    const std::string& library);
+Expected<std::unique_ptr<CudaDriverApi>> OpenCudaDriver(const std::string& library);
 
 // OK for CUDA_SUCCESS; otherwise a Status naming `what` and the driver's
 // error name and text. CUDA_ERROR_NO_DEVICE and friends map to Unavailable,
 // CUDA_ERROR_INVALID_IMAGE / NO_BINARY_FOR_GPU to CompileError, the rest to
 // Internal.
-Status CudaStatus(const CudaDriverApi& driver, CUresult result,
-                  const std::string& what);
+Status CudaStatus(const CudaDriverApi& driver, CUresult result, const std::string& what);
 
 // Number of CUDA devices; Unavailable when there is no driver or none.
 Expected<int> CudaDeviceCount();
 
 struct CudaDeviceInfo {
   int ordinal = 0;
-  std::string name;               // "NVIDIA H200"
-  int compute_major = 0;          // 9
-  int compute_minor = 0;          // 0
-  int multiprocessors = 0;        // 132
+  std::string name;                     // "NVIDIA H200"
+  int compute_major = 0;                // 9
+  int compute_minor = 0;                // 0
+  int multiprocessors = 0;              // 132
   unsigned long long total_memory = 0;  // bytes
-  int driver_version = 0;         // 13000
+  int driver_version = 0;               // 13000
 };
 
 // Facts about device `ordinal`. Errors: Unavailable without a driver or

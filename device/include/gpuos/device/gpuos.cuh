@@ -1,0 +1,12 @@
+// Everything generated operator sources include: the ABI, dtype traits and
+// conversions, tensor accessors, the elementwise and reduction loops and the
+// custom-operator context. Operator code in packs can use all of it.
+#pragma once
+
+#include "gpuos/device/abi.h"
+#include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/elementwise.cuh"
+#include "gpuos/device/op_call.cuh"
+#include "gpuos/device/op_context.cuh"
+#include "gpuos/device/reduction.cuh"
+#include "gpuos/device/tensor.cuh"

@@ -1,0 +1,90 @@
+// What a custom operator's body sees as `ctx` (docs/device-code.md).
+//
+// The body runs once per task in every thread of the block. ctx.begin() and
+// ctx.end() give the task's tile of work items (by default the host uses the
+// first output's elements as work items); the body divides them among the
+// block's threads itself, e.g.
+//
+//   for (long long i = ctx.begin() + ctx.thread_index(); i < ctx.end();
+//        i += ctx.num_threads()) { out[i] = a[i] * 2; }
+//
+// or with ctx.for_each([&](long long i) { ... }).
+#pragma once
+
+#include "gpuos/device/abi.h"
+#include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/op_call.cuh"
+#include "gpuos/device/tensor.cuh"
+
+namespace gpuos {
+namespace device {
+
+class OpContext {
+ public:
+  __device__ OpContext(const OpCall& call, int num_inputs)
+      : call_(&call), num_inputs_(num_inputs) {}
+
+  // The task's tile of work items: [begin(), end()).
+  __device__ long long begin() const { return call_->task->begin; }
+  __device__ long long end() const { return call_->task->end; }
+
+  __device__ int thread_index() const { return static_cast<int>(threadIdx.x); }
+  __device__ int num_threads() const { return static_cast<int>(blockDim.x); }
+  // Block-wide barrier. Every thread of the block must reach it.
+  __device__ void sync() const { __syncthreads(); }
+
+  // Calls f(i) for the work items of this task, spread over the threads.
+  template <typename F>
+  __device__ void for_each(F&& f) const {
+    for (long long i = begin() + threadIdx.x; i < end(); i += blockDim.x) f(i);
+  }
+
+  __device__ int num_inputs() const { return num_inputs_; }
+  __device__ int num_outputs() const {
+    return static_cast<int>(call_->task->num_tensors) - num_inputs_;
+  }
+
+  // Accessor of input k / output k with element type E (E must match the
+  // tensor's dtype; the generated named accessors already do).
+  template <typename E>
+  __device__ TensorAccessor<const E> input(int k) const {
+    return TensorAccessor<const E>(call_->tensor(k));
+  }
+  template <typename E>
+  __device__ TensorAccessor<E> output(int k) const {
+    return TensorAccessor<E>(call_->tensor(num_inputs_ + k));
+  }
+  // Descriptor of the task's k-th tensor (inputs first, then outputs).
+  __device__ const TensorDesc& tensor(int k) const { return call_->tensor(k); }
+
+  // Shared memory of the block for this task (contents undefined on entry).
+  template <typename U>
+  __device__ U* scratch() const {
+    return reinterpret_cast<U*>(call_->scratch);
+  }
+  __device__ unsigned int scratch_bytes() const { return call_->scratch_bytes; }
+
+  // Raw attribute slots (the named attribute locals are usually nicer).
+  __device__ double scalar_f64(int k) const { return call_->task->scalars[k].f64; }
+  __device__ long long scalar_i64(int k) const { return call_->task->scalars[k].i64; }
+
+  // Reports kWorkerOperatorFailed with `code` to the host (first error wins).
+  // The operator should return afterwards.
+  __device__ void fail(unsigned int code) const {
+    ReportError(*call_, kWorkerOperatorFailed, code);
+  }
+
+  __device__ const OpCall& call() const { return *call_; }
+
+ private:
+  const OpCall* call_;
+  int num_inputs_;
+};
+
+}  // namespace device
+
+// Operator code spells it gpuos::OpContext (docs/operator-packs.md).
+using device::OpContext;
+using device::TensorAccessor;
+
+}  // namespace gpuos

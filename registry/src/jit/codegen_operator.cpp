@@ -1,0 +1,278 @@
+// GenerateOperatorSource: one translation unit per operator, one namespace
+// and one extern "C" entry point per dtype. Layout of an instantiation:
+//
+//   namespace gpuos_ops { namespace op_3add_v1_0_0_f32 {
+//   using T = float;  using compute_t = ...;
+//   <device_code>
+//   <the body as a function of the operator's named parameters>
+//   } }
+//   extern "C" __device__ void gpuos_op_3add_v1_0_0_f32(const OpCall& call) {
+//     <checks, accessors, attribute reads, the loop of the kind>
+//   }
+#include <string>
+#include <vector>
+
+#include "codegen_internal.h"
+#include "gpuos/registry/codegen.h"
+#include "source_writer.h"
+
+namespace gpuos::registry {
+namespace {
+
+using jit::AttributeCppType;
+using jit::AttributeSlotRead;
+using jit::CudaElementType;
+using jit::DeviceDTypeCode;
+using jit::ParamDType;
+using jit::ParamElementType;
+using jit::SourceWriter;
+
+struct Instantiation {
+  const OperatorSpec& spec;
+  DType dtype;
+  std::string symbol;      // extern "C" entry point
+  std::string namespace_;  // inside gpuos_ops
+  std::string suffix;      // #line file suffix naming the dtype
+  std::string fallback_file;
+};
+
+std::string ComputeTypeOf(const TensorParam& param) {
+  if (!param.dtype) return "compute_t";
+  return "::gpuos::device::compute_type_t<" + CudaElementType(*param.dtype) + ">";
+}
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& part : parts) {
+    if (!out.empty()) out += ", ";
+    out += part;
+  }
+  return out;
+}
+
+// Parameter declarations of the attributes (body function) and the reads
+// that produce their values (entry point).
+std::vector<std::string> AttributeParams(const OperatorSpec& spec) {
+  std::vector<std::string> params;
+  for (const AttributeParam& attribute : spec.attributes) {
+    params.push_back("const " + AttributeCppType(attribute.type) + " " + attribute.name);
+  }
+  return params;
+}
+std::vector<std::string> AttributeReads(const OperatorSpec& spec) {
+  std::vector<std::string> reads;
+  for (std::size_t k = 0; k < spec.attributes.size(); ++k) {
+    reads.push_back(AttributeSlotRead(spec.attributes[k], static_cast<int>(k), "task"));
+  }
+  return reads;
+}
+
+void OpenInstantiation(SourceWriter& w, const Instantiation& in) {
+  w.Line("namespace gpuos_ops {");
+  w.Line("namespace " + in.namespace_ + " {");
+  w.Line("using T = " + CudaElementType(in.dtype) + ";");
+  w.Line("using compute_t = ::gpuos::device::compute_type_t<T>;");
+  if (!in.spec.device_code.empty()) {
+    w.PackCode(in.spec.device_code, in.fallback_file, in.suffix);
+  }
+  // After device_code, which may define the accumulator type.
+  if (in.spec.kind == OperatorKind::kReduction) {
+    const std::string& accumulator = in.spec.reduction.accumulator;
+    w.Line("using acc_t = " + (accumulator.empty() ? std::string("compute_t") : accumulator) + ";");
+  }
+}
+
+void CloseInstantiation(SourceWriter& w, const Instantiation& in) {
+  w.Line("}  // namespace " + in.namespace_);
+  w.Line("}  // namespace gpuos_ops");
+  w.Blank();
+}
+
+// Start of the entry point: T, the arity and dtype check, `task`.
+void OpenEntry(SourceWriter& w, const Instantiation& in) {
+  const OperatorSpec& spec = in.spec;
+  std::vector<std::string> codes;
+  for (const TensorParam& p : spec.inputs)
+    codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype)));
+  for (const TensorParam& p : spec.outputs) {
+    codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype)));
+  }
+  w.Line("extern \"C\" __device__ void " + in.symbol + "(const ::gpuos::device::OpCall& call) {");
+  w.Line("  using T = " + CudaElementType(in.dtype) + ";");
+  w.Line("  const int dtypes[] = {" + Join(codes) + "};");
+  w.Line("  if (!::gpuos::device::CheckTensors(call, " + std::to_string(codes.size()) +
+         ", dtypes)) return;");
+  w.Line("  const ::gpuos::device::TaskDesc& task = *call.task;");
+  w.Line("  (void)task;");
+}
+
+void GenerateElementwise(SourceWriter& w, const Instantiation& in) {
+  const OperatorSpec& spec = in.spec;
+  OpenInstantiation(w, in);
+  std::vector<std::string> params;
+  for (const TensorParam& p : spec.inputs)
+    params.push_back("const " + ComputeTypeOf(p) + " " + p.name);
+  for (const TensorParam& p : spec.outputs) params.push_back(ComputeTypeOf(p) + "& " + p.name);
+  for (std::string& p : AttributeParams(spec)) params.push_back(std::move(p));
+  w.Line("__device__ __forceinline__ void gpuos_body(" + Join(params) + ") {");
+  w.PackCode(spec.body, in.fallback_file, in.suffix);
+  w.Line("}");
+  CloseInstantiation(w, in);
+
+  const int num_inputs = static_cast<int>(spec.inputs.size());
+  const int num_tensors = num_inputs + static_cast<int>(spec.outputs.size());
+  OpenEntry(w, in);
+  w.Line("  const ::gpuos::device::ElementwiseTile tile(call, " + std::to_string(num_inputs) +
+         ", " + std::to_string(spec.outputs.size()) + ");");
+  w.Line("  if (!tile.ok()) return;");
+  for (int k = 0; k < num_tensors; ++k) {
+    const bool is_input = k < num_inputs;
+    const TensorParam& p = is_input ? spec.inputs[k] : spec.outputs[k - num_inputs];
+    w.Line("  const ::gpuos::device::Operand<" + std::string(is_input ? "const " : "") +
+           ParamElementType(p) + "> t" + std::to_string(k) + "(call.tensor(" + std::to_string(k) +
+           "));");
+  }
+  std::vector<std::string> reads = AttributeReads(spec);
+  for (std::size_t k = 0; k < reads.size(); ++k) {
+    w.Line("  const " + AttributeCppType(spec.attributes[k].type) + " attr" + std::to_string(k) +
+           " = " + reads[k] + ";");
+  }
+  // The element step, once with offset i everywhere (dense) and once with
+  // per-tensor offsets from tile.offsets (broadcast or strided).
+  auto element = [&](const std::string& indent, bool dense) {
+    std::vector<std::string> args;
+    auto offset = [&](int k) { return dense ? std::string("i") : "at[" + std::to_string(k) + "]"; };
+    for (int k = 0; k < num_inputs; ++k) {
+      args.push_back("t" + std::to_string(k) + ".load(" + offset(k) + ")");
+    }
+    for (int k = num_inputs; k < num_tensors; ++k) {
+      const std::string result = "r" + std::to_string(k - num_inputs);
+      w.Line(indent + "::gpuos::device::compute_type_t<" +
+             ParamElementType(spec.outputs[k - num_inputs]) + "> " + result + "{};");
+      args.push_back(result);
+    }
+    for (std::size_t k = 0; k < reads.size(); ++k) args.push_back("attr" + std::to_string(k));
+    w.Line(indent + "::gpuos_ops::" + in.namespace_ + "::gpuos_body(" + Join(args) + ");");
+    for (int k = num_inputs; k < num_tensors; ++k) {
+      w.Line(indent + "t" + std::to_string(k) + ".store(" + offset(k) + ", r" +
+             std::to_string(k - num_inputs) + ");");
+    }
+  };
+  w.Line("  if (tile.dense()) {");
+  w.Line("    for (long long i = tile.first(); i < tile.end(); i += tile.step()) {");
+  element("      ", true);
+  w.Line("    }");
+  w.Line("  } else {");
+  w.Line("    for (long long i = tile.first(); i < tile.end(); i += tile.step()) {");
+  w.Line("      long long at[" + std::to_string(num_tensors) + "];");
+  w.Line("      tile.offsets(i, at);");
+  element("      ", false);
+  w.Line("    }");
+  w.Line("  }");
+  w.Line("}");
+}
+
+void GenerateReduction(SourceWriter& w, const Instantiation& in) {
+  const OperatorSpec& spec = in.spec;
+  const ReductionCode& code = spec.reduction;
+  const TensorParam& input = spec.inputs[0];
+  const TensorParam& output = spec.outputs[0];
+  OpenInstantiation(w, in);
+  w.Line("struct Reducer {");
+  w.Line("  using acc_type = acc_t;");
+  w.Line("  using out_compute = " + ComputeTypeOf(output) + ";");
+  for (const std::string& p : AttributeParams(spec)) w.Line("  " + p + ";");
+  auto member = [&](const std::string& signature, const CodeBlock& block,
+                    const std::string& fallback) {
+    w.Line("  __device__ void " + signature + " const {");
+    if (block.empty()) {
+      w.Line(fallback);
+    } else {
+      w.PackCode(block, in.fallback_file, in.suffix);
+    }
+    w.Line("  }");
+  };
+  member("init(acc_t& acc)", code.init, "");
+  member("step(acc_t& acc, const " + ComputeTypeOf(input) + " x, const long long index)", code.step,
+         "");
+  member("merge(acc_t& acc, const acc_t& other)", code.merge, "");
+  member("finish(out_compute& " + output.name + ", acc_t acc, const long long count)", code.finish,
+         "    " + output.name + " = acc;");
+  w.Line("};");
+  CloseInstantiation(w, in);
+
+  OpenEntry(w, in);
+  w.Line("  const ::gpuos_ops::" + in.namespace_ + "::Reducer reducer{" +
+         Join(AttributeReads(spec)) + "};");
+  w.Line("  ::gpuos::device::RunReduction<" + ParamElementType(input) + ", " +
+         ParamElementType(output) + ">(call, reducer);");
+  w.Line("}");
+}
+
+void GenerateCustom(SourceWriter& w, const Instantiation& in) {
+  const OperatorSpec& spec = in.spec;
+  OpenInstantiation(w, in);
+  std::vector<std::string> params = {"const ::gpuos::OpContext& ctx"};
+  std::vector<std::string> args = {"ctx"};
+  for (std::size_t k = 0; k < spec.inputs.size(); ++k) {
+    const std::string element = ParamElementType(spec.inputs[k]);
+    params.push_back("const ::gpuos::TensorAccessor<const " + element + "> " + spec.inputs[k].name);
+    args.push_back("ctx.input<" + element + ">(" + std::to_string(k) + ")");
+  }
+  for (std::size_t k = 0; k < spec.outputs.size(); ++k) {
+    const std::string element = ParamElementType(spec.outputs[k]);
+    params.push_back("const ::gpuos::TensorAccessor<" + element + "> " + spec.outputs[k].name);
+    args.push_back("ctx.output<" + element + ">(" + std::to_string(k) + ")");
+  }
+  for (std::string& p : AttributeParams(spec)) params.push_back(std::move(p));
+  for (std::string& read : AttributeReads(spec)) args.push_back(std::move(read));
+  w.Line("__device__ void gpuos_run(" + Join(params) + ") {");
+  w.PackCode(spec.body, in.fallback_file, in.suffix);
+  w.Line("}");
+  CloseInstantiation(w, in);
+
+  OpenEntry(w, in);
+  w.Line("  const ::gpuos::OpContext ctx(call, " + std::to_string(spec.inputs.size()) + ");");
+  w.Line("  ::gpuos_ops::" + in.namespace_ + "::gpuos_run(" + Join(args) + ");");
+  w.Line("}");
+}
+
+}  // namespace
+
+Expected<GeneratedSource> GenerateOperatorSource(const OperatorSpec& spec) {
+  GPUOS_RETURN_IF_ERROR(jit::CheckGeneratable(spec));
+  SourceWriter w(OperatorProgramName(spec.name, spec.version));
+  w.Line("// Generated by gpuos from " + jit::DescribeOperator(spec) + ". Do not edit.");
+  w.Line("#include \"gpuos/device/gpuos.cuh\"");
+  w.Blank();
+  const std::string fallback_file =
+      spec.location.file.empty() ? "<operator " + spec.name + ">" : spec.location.file;
+  for (DType dtype : spec.dtypes) {
+    const std::string symbol = OperatorSymbol(spec.name, spec.version, dtype);
+    const Instantiation in{spec,
+                           dtype,
+                           symbol,
+                           "op_" + symbol.substr(std::string("gpuos_op_").size()),
+                           std::string(jit::kInstantiationMarker) + DTypeName(dtype),
+                           fallback_file};
+    w.Line("// ---- " + spec.name + " " + spec.version.ToString() + ", T = " + DTypeName(dtype));
+    switch (spec.kind) {
+      case OperatorKind::kElementwise:
+        GenerateElementwise(w, in);
+        break;
+      case OperatorKind::kReduction:
+        GenerateReduction(w, in);
+        break;
+      case OperatorKind::kCustom:
+        GenerateCustom(w, in);
+        break;
+    }
+    w.Blank();
+  }
+  GeneratedSource out;
+  out.program_name = w.program_name();
+  out.source = w.Take();
+  return out;
+}
+
+}  // namespace gpuos::registry

@@ -1,0 +1,277 @@
+#include "toolchain.h"
+
+#include <dlfcn.h>
+#include <nvJitLink.h>
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+
+#include "gpuos/content_hash.h"
+#include "gpuos/embedded_sets.h"
+#include "gpuos/environment.h"
+
+namespace gpuos::registry::jit {
+namespace {
+
+std::string JoinNumbers(const std::vector<int>& numbers) {
+  std::string out;
+  for (int n : numbers) out += (out.empty() ? "" : " ") + std::to_string(n);
+  return out;
+}
+
+std::string NvrtcLog(nvrtcProgram program) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return "";
+  log.resize(size - 1);  // the terminating NUL
+  return log;
+}
+
+std::string NvJitLinkLog(nvJitLinkHandle handle) {
+  size_t size = 0;
+  if (nvJitLinkGetErrorLogSize(handle, &size) != NVJITLINK_SUCCESS || size <= 1) return "";
+  std::string log(size, '\0');
+  if (nvJitLinkGetErrorLog(handle, log.data()) != NVJITLINK_SUCCESS) return "";
+  log.resize(size - 1);
+  return log;
+}
+
+bool HasFp16Headers(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(dir / "cuda_fp16.h", ec) &&
+         std::filesystem::is_regular_file(dir / "cuda_bf16.h", ec);
+}
+
+std::vector<std::filesystem::path> IncludeDirCandidates() {
+  std::vector<std::filesystem::path> dirs;
+  for (const char* variable : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (auto root = GetEnv(variable)) dirs.push_back(std::filesystem::path(*root) / "include");
+  }
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) != 0 && info.dli_fname != nullptr) {
+    std::error_code ec;
+    const std::filesystem::path library = std::filesystem::canonical(info.dli_fname, ec);
+    if (!ec) {
+      // <root>/lib64/libnvrtc.so and <root>/targets/<triple>/lib/libnvrtc.so
+      dirs.push_back(library.parent_path().parent_path() / "include");
+      dirs.push_back(library.parent_path().parent_path().parent_path().parent_path() / "include");
+    }
+  }
+  dirs.push_back("/usr/local/cuda/include");
+  dirs.push_back("/usr/include");
+  return dirs;
+}
+
+struct DeviceFiles {
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::vector<GeneratedSource> runtime;
+  std::string digest;
+};
+
+const DeviceFiles& Device() {
+  static const DeviceFiles files = [] {
+    DeviceFiles out;
+    ContentHasher hasher;
+    for (const EmbeddedFile& file : device_sources::EmbeddedFiles()) {
+      hasher.Add(file.name).Add(file.contents);
+      const std::string name(file.name);
+      const std::string include_prefix = "include/";
+      if (name.rfind(include_prefix, 0) == 0) {
+        out.headers.emplace_back(name.substr(include_prefix.size()), std::string(file.contents));
+      } else if (name.rfind("src/", 0) == 0 && name.size() > 3 &&
+                 name.compare(name.size() - 3, 3, ".cu") == 0) {
+        out.runtime.push_back(GeneratedSource{"device/" + name, std::string(file.contents)});
+      }
+    }
+    std::sort(out.runtime.begin(), out.runtime.end(),
+              [](const GeneratedSource& a, const GeneratedSource& b) {
+                return a.program_name < b.program_name;
+              });
+    out.digest = hasher.Finish();
+    return out;
+  }();
+  return files;
+}
+
+}  // namespace
+
+std::string NvrtcVersion() {
+  int major = 0;
+  int minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string NvJitLinkVersion() {
+  unsigned int major = 0;
+  unsigned int minor = 0;
+  if (nvJitLinkVersion(&major, &minor) != NVJITLINK_SUCCESS) return "unknown";
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+const std::vector<int>& SupportedArchNumbers() {
+  static const std::vector<int> archs = [] {
+    int count = 0;
+    std::vector<int> out;
+    if (nvrtcGetNumSupportedArchs(&count) == NVRTC_SUCCESS && count > 0) {
+      out.resize(static_cast<std::size_t>(count));
+      if (nvrtcGetSupportedArchs(out.data()) != NVRTC_SUCCESS) out.clear();
+    }
+    return out;
+  }();
+  return archs;
+}
+
+Status CheckArch(const std::string& arch) {
+  const std::vector<int>& supported = SupportedArchNumbers();
+  auto refuse = [&](const std::string& why) {
+    return InvalidArgument("unknown target architecture '" + arch + "': " + why +
+                           "; use sm_<N> with N one of " + JoinNumbers(supported) + " (NVRTC " +
+                           NvrtcVersion() +
+                           "), or sm_<N>a for N >= 90, sm_<N>f for N >= 100 "
+                           "(pass --arch or set GPUOS_ARCH)");
+  };
+  if (arch.rfind("sm_", 0) != 0) return refuse("it does not start with sm_");
+  std::string digits = arch.substr(3);
+  char suffix = '\0';
+  if (!digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) {
+    suffix = digits.back();
+    digits.pop_back();
+  }
+  if (digits.empty() || digits.size() > 4 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return refuse("expected digits after sm_");
+  }
+  const int number = std::stoi(digits);
+  bool known = false;
+  for (int n : supported) known = known || n == number;
+  if (!known) return refuse("NVRTC " + NvrtcVersion() + " cannot target it");
+  if (suffix == 'a' && number < 90) return refuse("the 'a' variants start at sm_90a");
+  if (suffix == 'f' && number < 100) return refuse("the 'f' variants start at sm_100f");
+  return Status::Ok();
+}
+
+Expected<std::string> ToolkitIncludeDir() {
+  static std::once_flag once;
+  static Expected<std::string> result = Unavailable("not looked up");
+  std::call_once(once, [] {
+    std::string tried;
+    for (const std::filesystem::path& dir : IncludeDirCandidates()) {
+      if (HasFp16Headers(dir)) {
+        result = dir.string();
+        return;
+      }
+      tried += (tried.empty() ? "" : ", ") + dir.string();
+    }
+    result =
+        Unavailable("CUDA toolkit headers not found: cuda_fp16.h and cuda_bf16.h are in none of " +
+                    tried + "; set CUDA_HOME to the CUDA toolkit's root directory");
+  });
+  return result;
+}
+
+const std::vector<std::pair<std::string, std::string>>& DeviceHeaders() { return Device().headers; }
+const std::string& DeviceSourcesDigest() { return Device().digest; }
+const std::vector<GeneratedSource>& DeviceRuntimeSources() { return Device().runtime; }
+
+std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
+  std::vector<std::string> options = {"-arch=" + arch, "-rdc=true", "-std=c++17"};
+  if (mode == LinkMode::kLto) options.push_back("-dlto");
+  return options;
+}
+
+std::vector<std::string> NvJitLinkOptions(const std::string& arch, LinkMode mode) {
+  std::vector<std::string> options = {"-arch=" + arch};
+  if (mode == LinkMode::kLto) options.push_back("-lto");
+  return options;
+}
+
+Expected<std::string> CompileUnit(const GeneratedSource& source, const std::string& arch,
+                                  LinkMode mode) {
+  GPUOS_ASSIGN_OR_RETURN(const std::string include_dir, ToolkitIncludeDir());
+  const auto& headers = DeviceHeaders();
+  std::vector<const char*> header_sources;
+  std::vector<const char*> header_names;
+  for (const auto& [name, contents] : headers) {
+    header_names.push_back(name.c_str());
+    header_sources.push_back(contents.c_str());
+  }
+  nvrtcProgram program = nullptr;
+  nvrtcResult result = nvrtcCreateProgram(
+      &program, source.source.c_str(), source.program_name.c_str(),
+      static_cast<int>(headers.size()), header_sources.data(), header_names.data());
+  if (result != NVRTC_SUCCESS) {
+    return Internal("nvrtcCreateProgram(" + source.program_name +
+                    ") failed: " + nvrtcGetErrorString(result));
+  }
+  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(
+      &program, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
+  std::vector<std::string> options = NvrtcOptions(arch, mode);
+  options.push_back("-I" + include_dir);
+  std::vector<const char*> option_pointers;
+  for (const std::string& option : options) option_pointers.push_back(option.c_str());
+  result = nvrtcCompileProgram(program, static_cast<int>(option_pointers.size()),
+                               option_pointers.data());
+  if (result != NVRTC_SUCCESS) {
+    std::string log = RewriteNvrtcLog(NvrtcLog(program));
+    if (log.empty()) log = nvrtcGetErrorString(result);
+    return CompileError(log);
+  }
+  const bool lto = mode == LinkMode::kLto;
+  size_t size = 0;
+  result = lto ? nvrtcGetLTOIRSize(program, &size) : nvrtcGetCUBINSize(program, &size);
+  std::string object(size, '\0');
+  if (result == NVRTC_SUCCESS) {
+    result = lto ? nvrtcGetLTOIR(program, object.data()) : nvrtcGetCUBIN(program, object.data());
+  }
+  if (result != NVRTC_SUCCESS || size == 0) {
+    return Internal(std::string("NVRTC produced no ") + (lto ? "LTO-IR" : "cubin") + " for " +
+                    source.program_name + ": " + nvrtcGetErrorString(result));
+  }
+  return object;
+}
+
+Expected<std::string> LinkCubin(const std::vector<LinkInput>& inputs, const std::string& arch,
+                                LinkMode mode) {
+  const std::vector<std::string> options = NvJitLinkOptions(arch, mode);
+  std::vector<const char*> option_pointers;
+  for (const std::string& option : options) option_pointers.push_back(option.c_str());
+  nvJitLinkHandle handle = nullptr;
+  nvJitLinkResult result = nvJitLinkCreate(&handle, static_cast<uint32_t>(option_pointers.size()),
+                                           option_pointers.data());
+  if (result != NVJITLINK_SUCCESS) {
+    return CompileError("nvJitLink " + NvJitLinkVersion() + " refused options for " + arch +
+                        " (nvJitLinkResult " + std::to_string(static_cast<int>(result)) + ")");
+  }
+  std::unique_ptr<nvJitLinkHandle, void (*)(nvJitLinkHandle*)> guard(
+      &handle, [](nvJitLinkHandle* h) { nvJitLinkDestroy(h); });
+  auto failure = [&](const std::string& stage) {
+    std::string log = NvJitLinkLog(handle);
+    return CompileError("nvJitLink " + NvJitLinkVersion() +
+                        " failed to link the kernel image for " + arch + " (" + stage +
+                        ", nvJitLinkResult " + std::to_string(static_cast<int>(result)) + ")" +
+                        (log.empty() ? std::string() : ":\n" + log));
+  };
+  const nvJitLinkInputType type =
+      mode == LinkMode::kLto ? NVJITLINK_INPUT_LTOIR : NVJITLINK_INPUT_CUBIN;
+  for (const LinkInput& input : inputs) {
+    result = nvJitLinkAddData(handle, type, input.object.data(), input.object.size(),
+                              input.name.c_str());
+    if (result != NVJITLINK_SUCCESS) return failure("adding " + input.name);
+  }
+  result = nvJitLinkComplete(handle);
+  if (result != NVJITLINK_SUCCESS) return failure("linking");
+  size_t size = 0;
+  result = nvJitLinkGetLinkedCubinSize(handle, &size);
+  if (result != NVJITLINK_SUCCESS) return failure("reading the cubin size");
+  std::string cubin(size, '\0');
+  result = nvJitLinkGetLinkedCubin(handle, cubin.data());
+  if (result != NVJITLINK_SUCCESS) return failure("reading the cubin");
+  return cubin;
+}
+
+}  // namespace gpuos::registry::jit
