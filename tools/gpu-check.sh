@@ -28,7 +28,8 @@ export PATH="/usr/local/cuda/bin:$PATH"
 status=0
 
 {
-  echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
+  # The device copy of the tree is not a git checkout: pass GPUOS_COMMIT.
+  echo "commit: ${GPUOS_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   nvcc --version | tail -1
 } | tee "$OUT/environment.txt"

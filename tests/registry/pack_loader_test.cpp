@@ -136,7 +136,7 @@ TEST(PackLoaderTest, ParsesReductionsAndCustom) {
   const std::string text = ReadFile(path);
   auto pack = LoadPackFile(path.string());
   ASSERT_TRUE(pack.ok()) << pack.status().ToString();
-  const OperatorSpec& sum = FindOperator(*pack, "sum");
+  const OperatorSpec sum = FindOperator(*pack, "sum");
   EXPECT_EQ(sum.kind, OperatorKind::kReduction);
   EXPECT_TRUE(sum.body.empty());
   EXPECT_EQ(sum.reduction.accumulator, "");
@@ -144,7 +144,7 @@ TEST(PackLoaderTest, ParsesReductionsAndCustom) {
   EXPECT_EQ(sum.reduction.init.location.line, LineOf(text, "init: acc = 0;"));
   EXPECT_EQ(sum.reduction.init.location.column, 13);
   EXPECT_TRUE(sum.reduction.finish.empty());
-  const OperatorSpec& mean = FindOperator(*pack, "mean");
+  const OperatorSpec mean = FindOperator(*pack, "mean");
   EXPECT_EQ(mean.reduction.accumulator, "double");
   EXPECT_EQ(mean.reduction.step.code, "acc += static_cast<double>(x);\n");
   EXPECT_EQ(mean.reduction.step.location.line, LineOf(text, "step: |") + 1);
