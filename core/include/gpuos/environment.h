@@ -6,9 +6,10 @@
 // |                   |                                           | (~/.local/share/gpuos/...)       |
 // | GPUOS_ARCH        | target architecture for builds (sm_90)    | the GPU's, else none             |
 // | GPUOS_PLUGIN_PATH | ':'-separated plugin directories          | (none)                           |
-// | GPUOS_LOG         | log level: trace debug info warn error off| warn                             |
 // | GPUOS_JOBS        | parallel compile jobs                     | hardware threads                 |
-// | GPUOS_CACHE_DIR   | (reserved)                                |                                  |
+//
+// Read but not ours: XDG_DATA_HOME and HOME (data directory), CUDA_HOME and
+// CUDA_PATH (where the toolkit's headers for NVRTC are; default /usr/local/cuda).
 //
 // docs/configuration.md repeats this table for users; keep both true.
 #pragma once
