@@ -11,8 +11,7 @@ namespace {
 
 std::string ToHex(XXH128_hash_t h) {
   char buf[33];
-  std::snprintf(buf, sizeof(buf), "%016llx%016llx",
-                static_cast<unsigned long long>(h.high64),
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
                 static_cast<unsigned long long>(h.low64));
   return std::string(buf, 32);
 }
@@ -27,9 +26,7 @@ ContentHasher::ContentHasher() : state_(XXH3_createState()) {
   XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
 }
 
-ContentHasher::~ContentHasher() {
-  XXH3_freeState(static_cast<XXH3_state_t*>(state_));
-}
+ContentHasher::~ContentHasher() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
 
 ContentHasher& ContentHasher::Add(std::string_view part) {
   auto* s = static_cast<XXH3_state_t*>(state_);

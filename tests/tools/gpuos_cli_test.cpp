@@ -1,5 +1,6 @@
 // End-to-end tests of the gpuos binary (demo and doctor) on this machine.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "command_runner.h"

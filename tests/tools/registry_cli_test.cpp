@@ -1,14 +1,13 @@
 // End-to-end tests of the gpuos-registry binary: what a user types, what the
 // repository looks like afterwards, and the exit codes of docs/gpuos-registry.md.
+#include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "command_runner.h"
 
@@ -140,7 +139,8 @@ TEST_F(RegistryCliTest, ExportImportMovesARepository) {
 TEST_F(RegistryCliTest, MalformedPackIsRejectedWithFileAndLineAndChangesNothing) {
   ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
   const std::string before = Registry("--json list").output;
-  const std::string bad = std::string(GPUOS_SOURCE_DIR) + "/tests/data/packs/bad/duplicate_key.yaml";
+  const std::string bad =
+      std::string(GPUOS_SOURCE_DIR) + "/tests/data/packs/bad/duplicate_key.yaml";
   CommandResult r = Registry("publish " + bad);
   EXPECT_EQ(r.exit_code, 5) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex("duplicate_key\\.yaml:[0-9]+:[0-9]+: error")))
@@ -200,7 +200,8 @@ TEST_F(RegistryCliTest, RepositoryFromANewerSchemaIsRefused) {
   ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
   sqlite3* handle = nullptr;
   ASSERT_EQ(sqlite3_open(db().c_str(), &handle), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(handle, "PRAGMA user_version = 999", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, "PRAGMA user_version = 999", nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(handle);
   CommandResult r = Registry("list");
   EXPECT_EQ(r.exit_code, 7) << r.output;

@@ -3,9 +3,8 @@
 // --json, also as {"error": {"code": ..., "message": ...}} on stdout).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gpuos/status.h"
 

@@ -77,7 +77,8 @@ int RunDemo(const std::string& arch_option, const GpuosContext& ctx) {
   jit_options.progress = ctx.json ? registry::ProgressMode::kQuiet : registry::ProgressMode::kAuto;
   registry::JitBuilder builder(repo->get(), jit_options);
   registry::BuildStats first_stats, warm_stats;
-  out.Line("== kernel image for " + arch + " (" + std::to_string(ops.size()) + " operator versions)");
+  out.Line("== kernel image for " + arch + " (" + std::to_string(ops.size()) +
+           " operator versions)");
   auto t0 = std::chrono::steady_clock::now();
   auto image = builder.Build(ops, &first_stats);
   auto t1 = std::chrono::steady_clock::now();
@@ -86,10 +87,10 @@ int RunDemo(const std::string& arch_option, const GpuosContext& ctx) {
   auto t2 = std::chrono::steady_clock::now();
   if (!again.ok()) return out.Fail(again.status());
   out.Line("   first build: " + Fixed(Ms(t1 - t0)) + " ms (" +
-           (first_stats.image_cache_hit ? std::string("image from the repository's cache")
-                                        : std::to_string(first_stats.compiled) + " compiled, " +
-                                              std::to_string(first_stats.ltoir_cache_hits) +
-                                              " from cache, linked") +
+           (first_stats.image_cache_hit
+                ? std::string("image from the repository's cache")
+                : std::to_string(first_stats.compiled) + " compiled, " +
+                      std::to_string(first_stats.ltoir_cache_hits) + " from cache, linked") +
            "); " + std::to_string(image->entries.size()) + " table entries, " +
            std::to_string(image->cubin.size() / 1024) + " KiB cubin");
   out.Line("   same image again: " + Fixed(Ms(t2 - t1), 2) + " ms (" +
@@ -107,7 +108,8 @@ int RunDemo(const std::string& arch_option, const GpuosContext& ctx) {
   // 4. On a GPU: run the image and check it against the CPU.
   if (!gpu_problem.empty()) {
     out.Line("== GPU run skipped (no GPU, see above)");
-    out.Line("   everything that needs no GPU was done; run `gpuos demo` on a GPU machine for the rest");
+    out.Line(
+        "   everything that needs no GPU was done; run `gpuos demo` on a GPU machine for the rest");
     doc["gpu"] = {{"ran", false}, {"reason", gpu_problem}};
     out.Json(doc);
     return kExitOk;

@@ -22,11 +22,11 @@ int RunDoctor(const GpuosContext& ctx) {
                       {"archs", tc.supported_archs},
                       {"cuda_include", tc.toolkit_include_dir},
                       {"runtime_abi", tc.runtime_abi_version}};
-  out.Line("NVRTC " + tc.nvrtc_version + ", nvJitLink " + tc.nvjitlink_version +
-           ", runtime ABI " + std::to_string(tc.runtime_abi_version));
-  out.Line("CUDA headers for device code: " +
-           (tc.toolkit_include_dir.empty() ? "NOT FOUND (" + tc.toolkit_include_error + ")"
-                                           : tc.toolkit_include_dir));
+  out.Line("NVRTC " + tc.nvrtc_version + ", nvJitLink " + tc.nvjitlink_version + ", runtime ABI " +
+           std::to_string(tc.runtime_abi_version));
+  out.Line("CUDA headers for device code: " + (tc.toolkit_include_dir.empty()
+                                                   ? "NOT FOUND (" + tc.toolkit_include_error + ")"
+                                                   : tc.toolkit_include_dir));
 
   auto count = CudaDeviceCount();
   if (!count.ok()) {

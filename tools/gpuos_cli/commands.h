@@ -1,9 +1,8 @@
 // Subcommands of the `gpuos` tool.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "../cli_support/output.h"
 

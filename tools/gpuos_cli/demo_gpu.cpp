@@ -95,15 +95,15 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
   }
   GPUOS_CU(d->cuMemcpyHtoD(tensors[0].data, a.data(), bytes), "cuMemcpyHtoD(a)");
   GPUOS_CU(d->cuMemcpyHtoD(tensors[1].data, b.data(), bytes), "cuMemcpyHtoD(b)");
-  GPUOS_ASSIGN_OR_RETURN(CUdeviceptr tensor_table, buffers.Alloc(tensors.size() * sizeof(dev::TensorDesc)));
+  GPUOS_ASSIGN_OR_RETURN(CUdeviceptr tensor_table,
+                         buffers.Alloc(tensors.size() * sizeof(dev::TensorDesc)));
   GPUOS_CU(d->cuMemcpyHtoD(tensor_table, tensors.data(), tensors.size() * sizeof(dev::TensorDesc)),
            "cuMemcpyHtoD(tensors)");
   GPUOS_ASSIGN_OR_RETURN(CUdeviceptr status_ptr, buffers.Alloc(sizeof(dev::WorkerStatus)));
   GPUOS_CU(d->cuMemsetD8(status_ptr, 0, sizeof(dev::WorkerStatus)), "cuMemsetD8(status)");
 
-  const std::vector<Step> steps = {{"mul", {0, 1, 2}, {}},
-                                   {"add", {2, 0, 3}, {{"alpha", "2"}}},
-                                   {"relu", {3, 4}, {}}};
+  const std::vector<Step> steps = {
+      {"mul", {0, 1, 2}, {}}, {"add", {2, 0, 3}, {{"alpha", "2"}}}, {"relu", {3, 4}, {}}};
   nlohmann::json step_json = nlohmann::json::array();
   unsigned int expected_completed = 0;
   double total_ms = 0;
@@ -128,7 +128,8 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
       task.dependency_counter = dev::kNoDependencyCounter;
       tasks.push_back(task);
     }
-    GPUOS_ASSIGN_OR_RETURN(CUdeviceptr task_ptr, buffers.Alloc(tasks.size() * sizeof(dev::TaskDesc)));
+    GPUOS_ASSIGN_OR_RETURN(CUdeviceptr task_ptr,
+                           buffers.Alloc(tasks.size() * sizeof(dev::TaskDesc)));
     GPUOS_CU(d->cuMemcpyHtoD(task_ptr, tasks.data(), tasks.size() * sizeof(dev::TaskDesc)),
              "cuMemcpyHtoD(tasks)");
     dev::WorkerParams params = {};
@@ -143,7 +144,8 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
                                nullptr, args, nullptr),
              "cuLaunchKernel(gpuos_worker)");
     GPUOS_CU(d->cuCtxSynchronize(), "running " + step.op);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     total_ms += ms;
     expected_completed += params.num_tasks;
     step_json.push_back({{"op", step.op},
@@ -156,7 +158,8 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
   GPUOS_CU(d->cuMemcpyDtoH(&status, status_ptr, sizeof(status)), "cuMemcpyDtoH(status)");
   if (status.error != dev::kWorkerOk) {
     return Internal("the worker reported error " + std::to_string(status.error) + " on task " +
-                    std::to_string(status.task_id) + " (detail " + std::to_string(status.detail) + ")");
+                    std::to_string(status.task_id) + " (detail " + std::to_string(status.detail) +
+                    ")");
   }
   std::vector<float> result(kElements);
   GPUOS_CU(d->cuMemcpyDtoH(result.data(), tensors[4].data, bytes), "cuMemcpyDtoH(out)");

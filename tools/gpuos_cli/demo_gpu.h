@@ -5,10 +5,9 @@
 // persistent-kernel runtime (task queue, dependencies, parking) replaces it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "../cli_support/output.h"
 #include "gpuos/registry/kernel_image.h"

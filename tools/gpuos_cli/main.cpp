@@ -1,7 +1,6 @@
 // gpuos: the main job (demo) and diagnostics (doctor). docs/gpuos.md.
-#include <iostream>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "../cli_support/exit_codes.h"
 #include "commands.h"

@@ -1,7 +1,6 @@
 // rollback and diff: moving an alias back, and comparing two versions.
-#include <sstream>
-
 #include <dtl/dtl.hpp>
+#include <sstream>
 
 #include "../cli_support/exit_codes.h"
 #include "context.h"
@@ -27,10 +26,11 @@ int RunRollback(const std::string& op, const std::string& to, const std::string&
   out.Line("rolled back " + r->name + ": " + r->old_current.ToString() + " -> " +
            r->current.ToString() +
            (r->previous ? " (previous: " + r->previous->ToString() + ")" : ""));
-  out.Json({{"name", r->name},
-            {"old_current", r->old_current.ToString()},
-            {"current", r->current.ToString()},
-            {"previous", r->previous ? nlohmann::json(r->previous->ToString()) : nlohmann::json()}});
+  out.Json(
+      {{"name", r->name},
+       {"old_current", r->old_current.ToString()},
+       {"current", r->current.ToString()},
+       {"previous", r->previous ? nlohmann::json(r->previous->ToString()) : nlohmann::json()}});
   return kExitOk;
 }
 
@@ -97,7 +97,8 @@ void AddRollbackCommand(CLI::App& app, RegistryContext& ctx) {
   cmd->add_option("operator", args->op, "operator name")->required();
   cmd->add_option("--to", args->to, "version to make current");
   cmd->add_option("-m,--message", args->message, "note kept in the history");
-  cmd->callback([args, &ctx] { ctx.exit_code = RunRollback(args->op, args->to, args->message, ctx); });
+  cmd->callback(
+      [args, &ctx] { ctx.exit_code = RunRollback(args->op, args->to, args->message, ctx); });
 }
 
 void AddDiffCommand(CLI::App& app, RegistryContext& ctx) {
@@ -105,7 +106,8 @@ void AddDiffCommand(CLI::App& app, RegistryContext& ctx) {
     std::string op, v1, v2;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("diff", "Unified diff between two stored versions of an operator.");
+  auto* cmd =
+      app.add_subcommand("diff", "Unified diff between two stored versions of an operator.");
   cmd->add_option("operator", args->op, "operator name")->required();
   cmd->add_option("v1", args->v1, "first version")->required();
   cmd->add_option("v2", args->v2, "second version")->required();

@@ -18,7 +18,8 @@ int RunBuild(const std::string& arch, int jobs, bool quiet, const RegistryContex
   if (!repo.ok()) return out.Fail(repo.status());
   auto set = (*repo)->CurrentOperatorSet();
   if (!set.ok()) return out.Fail(set.status());
-  if (set->empty()) return out.Fail(NotFound("the repository has no operators; publish a pack first"));
+  if (set->empty())
+    return out.Fail(NotFound("the repository has no operators; publish a pack first"));
   std::vector<registry::OperatorSpec> ops;
   for (const auto& op : *set) {
     ops.push_back(op.current);
@@ -27,7 +28,8 @@ int RunBuild(const std::string& arch, int jobs, bool quiet, const RegistryContex
   registry::JitOptions options;
   options.arch = arch;
   options.jobs = jobs;
-  options.progress = (quiet || ctx.json) ? registry::ProgressMode::kQuiet : registry::ProgressMode::kAuto;
+  options.progress =
+      (quiet || ctx.json) ? registry::ProgressMode::kQuiet : registry::ProgressMode::kAuto;
   registry::JitBuilder builder(repo->get(), options);
   registry::BuildStats stats;
   auto image = builder.Build(ops, &stats);
@@ -35,14 +37,15 @@ int RunBuild(const std::string& arch, int jobs, bool quiet, const RegistryContex
   out.Line("image for " + image->arch + ": " + std::to_string(stats.operators) +
            " operator versions, " + std::to_string(stats.instantiations) + " table entries, " +
            std::to_string(image->cubin.size() / 1024) + " KiB");
-  out.Line(stats.image_cache_hit
-               ? "cache hit: nothing compiled (" + std::to_string(stats.total_seconds * 1e3) + " ms)"
-               : "compiled " + std::to_string(stats.compiled) + ", from cache " +
-                     std::to_string(stats.ltoir_cache_hits) + ", compile " +
-                     std::to_string(stats.compile_seconds) + " s, link " +
-                     std::to_string(stats.link_seconds) + " s");
+  out.Line(stats.image_cache_hit ? "cache hit: nothing compiled (" +
+                                       std::to_string(stats.total_seconds * 1e3) + " ms)"
+                                 : "compiled " + std::to_string(stats.compiled) + ", from cache " +
+                                       std::to_string(stats.ltoir_cache_hits) + ", compile " +
+                                       std::to_string(stats.compile_seconds) + " s, link " +
+                                       std::to_string(stats.link_seconds) + " s");
   if (stats.cache_errors > 0) {
-    out.Warn(std::to_string(stats.cache_errors) + " cache writes failed: " + stats.first_cache_error);
+    out.Warn(std::to_string(stats.cache_errors) +
+             " cache writes failed: " + stats.first_cache_error);
   }
   out.Json({{"arch", image->arch},
             {"operators", stats.operators},
@@ -69,19 +72,20 @@ int RunVerify(bool fix, const RegistryContext& ctx) {
   if (!report.ok()) return out.Fail(report.status());
   nlohmann::json problems = nlohmann::json::array();
   for (const auto& p : report->problems) {
-    out.Line(std::string("problem: ") + registry::VerifyProblemKindName(p.kind) + ": " +
-             p.subject + ": " + p.message);
+    out.Line(std::string("problem: ") + registry::VerifyProblemKindName(p.kind) + ": " + p.subject +
+             ": " + p.message);
     problems.push_back({{"kind", registry::VerifyProblemKindName(p.kind)},
                         {"subject", p.subject},
                         {"message", p.message}});
   }
-  out.Line("checked " + std::to_string(report->pack_versions_checked) + " pack versions, " +
-           std::to_string(report->operator_versions_checked) + " operator versions, " +
-           std::to_string(report->aliases_checked) + " aliases, " +
-           std::to_string(report->cache_entries_checked) + " cache entries: " +
-           (report->ok() ? "ok" : std::to_string(report->problems.size()) + " problem(s)") +
-           (fix ? ", " + std::to_string(report->cache_entries_removed) + " corrupt cache entries removed"
-                : ""));
+  out.Line(
+      "checked " + std::to_string(report->pack_versions_checked) + " pack versions, " +
+      std::to_string(report->operator_versions_checked) + " operator versions, " +
+      std::to_string(report->aliases_checked) + " aliases, " +
+      std::to_string(report->cache_entries_checked) + " cache entries: " +
+      (report->ok() ? "ok" : std::to_string(report->problems.size()) + " problem(s)") +
+      (fix ? ", " + std::to_string(report->cache_entries_removed) + " corrupt cache entries removed"
+           : ""));
   out.Json({{"ok", report->ok()},
             {"problems", problems},
             {"pack_versions_checked", report->pack_versions_checked},
@@ -105,7 +109,8 @@ int RunGc(const GcArgs& args, const RegistryContext& ctx) {
   if (!repo.ok()) return out.Fail(repo.status());
   registry::GcOptions options;
   if (args.max_unused_days >= 0) {
-    options.max_unused = std::chrono::seconds(static_cast<std::int64_t>(args.max_unused_days * 86400));
+    options.max_unused =
+        std::chrono::seconds(static_cast<std::int64_t>(args.max_unused_days * 86400));
   } else {
     options.max_unused.reset();
   }
@@ -115,8 +120,8 @@ int RunGc(const GcArgs& args, const RegistryContext& ctx) {
   auto r = (*repo)->Gc(options);
   if (!r.ok()) return out.Fail(r.status());
   out.Line(std::string(args.dry_run ? "would remove " : "removed ") +
-           std::to_string(r->entries_removed) + " cache entries (" + Mib(r->bytes_removed) +
-           ", " + std::to_string(r->corrupt_removed) + " corrupt); kept " +
+           std::to_string(r->entries_removed) + " cache entries (" + Mib(r->bytes_removed) + ", " +
+           std::to_string(r->corrupt_removed) + " corrupt); kept " +
            std::to_string(r->entries_kept) + " (" + Mib(r->bytes_kept) + ")");
   if (args.vacuum && !args.dry_run) {
     out.Line("file: " + Mib(r->file_bytes_before) + " -> " + Mib(r->file_bytes_after));
@@ -203,7 +208,8 @@ void AddBuildCommand(CLI::App& app, RegistryContext& ctx) {
                   "sm_80, sm_90, sm_90a, ... (default: $GPUOS_ARCH, else the GPU's)");
   cmd->add_option("-j,--jobs", args->jobs, "parallel compilations (default: $GPUOS_JOBS or cores)");
   cmd->add_flag("-q,--quiet", args->quiet, "no progress output");
-  cmd->callback([args, &ctx] { ctx.exit_code = RunBuild(args->arch, args->jobs, args->quiet, ctx); });
+  cmd->callback(
+      [args, &ctx] { ctx.exit_code = RunBuild(args->arch, args->jobs, args->quiet, ctx); });
 }
 
 void AddVerifyCommand(CLI::App& app, RegistryContext& ctx) {
@@ -218,8 +224,8 @@ void AddVerifyCommand(CLI::App& app, RegistryContext& ctx) {
 
 void AddGcCommand(CLI::App& app, RegistryContext& ctx) {
   auto args = std::make_shared<GcArgs>();
-  auto* cmd = app.add_subcommand(
-      "gc", "Remove build-cache entries unused for a while (and corrupt ones).");
+  auto* cmd =
+      app.add_subcommand("gc", "Remove build-cache entries unused for a while (and corrupt ones).");
   cmd->add_option("--max-unused-days", args->max_unused_days,
                   "remove entries unused for longer (default 30; negative: no age rule)");
   cmd->add_option("--max-mib", args->max_mib, "then remove least recently used down to this size");
@@ -239,7 +245,8 @@ void AddExportCommand(CLI::App& app, RegistryContext& ctx) {
   cmd->add_option("file", args->path, "destination file")->required();
   cmd->add_flag("--no-cache", args->no_cache, "leave the build cache out (smaller)");
   cmd->add_flag("-f,--force", args->force, "replace an existing file");
-  cmd->callback([args, &ctx] { ctx.exit_code = RunExport(args->path, args->no_cache, args->force, ctx); });
+  cmd->callback(
+      [args, &ctx] { ctx.exit_code = RunExport(args->path, args->no_cache, args->force, ctx); });
 }
 
 void AddImportCommand(CLI::App& app, RegistryContext& ctx) {
@@ -252,7 +259,9 @@ void AddImportCommand(CLI::App& app, RegistryContext& ctx) {
       "import",
       "Merge an exported repository file into this one (one transaction): new versions are\n"
       "added; operators this repository lacks take the file's aliases; existing aliases stay.");
-  cmd->add_option("file", args->path, "an exported repository file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("file", args->path, "an exported repository file")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--no-cache", args->no_cache, "do not copy build-cache entries");
   cmd->callback([args, &ctx] { ctx.exit_code = RunImport(args->path, args->no_cache, ctx); });
 }

@@ -1,7 +1,7 @@
 #include <iostream>
 
-#include "../cli_support/exit_codes.h"
 #include "../cli_support/builtin_packs.h"
+#include "../cli_support/exit_codes.h"
 #include "context.h"
 #include "gpuos/registry/jit_builder.h"
 #include "gpuos/registry/pack_loader.h"
@@ -24,8 +24,9 @@ std::string CheckArch(const std::string& requested, const Output& out) {
   auto arch = registry::ResolveTargetArch(requested);
   if (arch.ok()) return *arch;
   if (!requested.empty()) return requested;  // Build reports the bad name
-  out.Warn("no GPU to take the architecture from; checking that operators compile for sm_90 "
-           "(--arch or GPUOS_ARCH choose another)");
+  out.Warn(
+      "no GPU to take the architecture from; checking that operators compile for sm_90 "
+      "(--arch or GPUOS_ARCH choose another)");
   return "sm_90";
 }
 
@@ -54,8 +55,8 @@ void PrintResult(const registry::PublishResult& r, const Output& out) {
   out.Line("published " + r.pack + " " + r.pack_version.ToString() + " (" +
            std::to_string(r.operators.size()) + " operators)");
   for (const auto& op : r.operators) {
-    std::string line = "  " + op.name + " " + op.version.ToString() + "  " +
-                       registry::AliasChangeName(op.change);
+    std::string line =
+        "  " + op.name + " " + op.version.ToString() + "  " + registry::AliasChangeName(op.change);
     if (op.change == registry::AliasChange::kUpdated && op.old_current) {
       line += " (previous: " + op.old_current->ToString() + ")";
     }
@@ -69,7 +70,8 @@ void PrintResult(const registry::PublishResult& r, const Output& out) {
 int RunPublish(const PublishArgs& args, const RegistryContext& ctx) {
   const Output out = ctx.out();
   if (args.paths.empty() && !args.builtin) {
-    return out.Fail(InvalidArgument("nothing to publish: name a pack file or directory, or --builtin"));
+    return out.Fail(
+        InvalidArgument("nothing to publish: name a pack file or directory, or --builtin"));
   }
   // Everything is read and checked before the repository changes.
   std::vector<registry::OperatorPack> packs;
@@ -102,7 +104,8 @@ int RunPublish(const PublishArgs& args, const RegistryContext& ctx) {
     if (existing.ok() && !(*existing)->read_only()) cache = existing->get();
     registry::JitOptions jit_options;
     jit_options.arch = CheckArch(args.arch, out);
-    jit_options.progress = ctx.json ? registry::ProgressMode::kQuiet : registry::ProgressMode::kAuto;
+    jit_options.progress =
+        ctx.json ? registry::ProgressMode::kQuiet : registry::ProgressMode::kAuto;
     registry::JitBuilder builder(cache, jit_options);
     registry::BuildStats stats;
     Status compiled = builder.Compile(ops, &stats);

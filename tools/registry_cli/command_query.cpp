@@ -104,7 +104,8 @@ int RunHistory(const std::string& op, std::size_t limit, const RegistryContext& 
   nlohmann::json doc = nlohmann::json::array();
   for (const auto& h : *rows) {
     std::string what = h.operator_name.empty() ? h.pack + " " + h.pack_version : h.operator_name;
-    std::string change = h.from_version.empty() ? h.to_version : h.from_version + " -> " + h.to_version;
+    std::string change =
+        h.from_version.empty() ? h.to_version : h.from_version + " -> " + h.to_version;
     out.Line(ShortTime(h.at_ms) + "  " + Pad(registry::HistoryActionName(h.action), 9) +
              Pad(what, 22) + Pad(change, 20) + h.actor + (h.detail.empty() ? "" : "  " + h.detail));
     doc.push_back({{"id", h.id},
@@ -125,7 +126,8 @@ int RunHistory(const std::string& op, std::size_t limit, const RegistryContext& 
 }  // namespace
 
 void AddListCommand(CLI::App& app, RegistryContext& ctx) {
-  auto* cmd = app.add_subcommand("list", "List operators with their current and previous versions.");
+  auto* cmd =
+      app.add_subcommand("list", "List operators with their current and previous versions.");
   cmd->callback([&ctx] { ctx.exit_code = RunList(ctx); });
 }
 

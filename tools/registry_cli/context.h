@@ -2,10 +2,9 @@
 // and how to open the repository.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "../cli_support/output.h"
 #include "gpuos/registry/repository.h"
@@ -14,9 +13,9 @@
 namespace gpuos::cli {
 
 struct RegistryContext {
-  std::string db;          // --db; empty = DefaultRegistryPath()
-  bool json = false;       // --json
-  int exit_code = 0;       // set by the subcommand that ran
+  std::string db;     // --db; empty = DefaultRegistryPath()
+  bool json = false;  // --json
+  int exit_code = 0;  // set by the subcommand that ran
 
   Output out() const { return Output("gpuos-registry", json); }
   std::string DbPath() const;

@@ -1,9 +1,8 @@
 // gpuos-registry: publish, inspect, roll back and build operators in a gpuos
 // repository. docs/gpuos-registry.md is the manual.
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "../cli_support/exit_codes.h"
 #include "context.h"

@@ -1,12 +1,13 @@
 // Every environment variable gpuos reads, with its default, in one place.
 //
-// | variable          | meaning                                   | default                          |
-// |-------------------|-------------------------------------------|----------------------------------|
-// | GPUOS_REGISTRY    | path of the repository file               | $XDG_DATA_HOME/gpuos/registry.db |
-// |                   |                                           | (~/.local/share/gpuos/...)       |
-// | GPUOS_ARCH        | target architecture for builds (sm_90)    | the GPU's, else none             |
-// | GPUOS_PLUGIN_PATH | ':'-separated plugin directories          | (none)                           |
-// | GPUOS_JOBS        | parallel compile jobs                     | hardware threads                 |
+// clang-format off
+// | variable          | meaning                                | default                          |
+// |-------------------|----------------------------------------|----------------------------------|
+// | GPUOS_REGISTRY    | path of the repository file            | $XDG_DATA_HOME/gpuos/registry.db |
+// | GPUOS_ARCH        | target architecture for builds (sm_90) | the GPU's, else none             |
+// | GPUOS_PLUGIN_PATH | ':'-separated plugin directories       | (none)                           |
+// | GPUOS_JOBS        | parallel compile jobs                  | hardware threads                 |
+// clang-format on
 //
 // Read but not ours: XDG_DATA_HOME and HOME (data directory), CUDA_HOME and
 // CUDA_PATH (where the toolkit's headers for NVRTC are; default /usr/local/cuda).

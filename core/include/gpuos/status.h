@@ -16,16 +16,16 @@ namespace gpuos {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller's input is wrong (bad YAML, bad name)
-  kNotFound,           // a named thing (operator, version, file) does not exist
-  kAlreadyExists,      // a conflicting thing exists (same version, other content)
-  kFailedPrecondition, // the system is not in a state to do this (schema too new)
-  kCompileError,       // NVRTC or nvJitLink rejected the sources
-  kIoError,            // the file system or the database failed
-  kCorrupt,            // stored data failed its integrity check
-  kUnavailable,        // a resource is missing (no GPU, no driver, busy db)
-  kAbiMismatch,        // a plugin built for another ABI version
-  kInternal,           // a bug in gpuos
+  kInvalidArgument,     // the caller's input is wrong (bad YAML, bad name)
+  kNotFound,            // a named thing (operator, version, file) does not exist
+  kAlreadyExists,       // a conflicting thing exists (same version, other content)
+  kFailedPrecondition,  // the system is not in a state to do this (schema too new)
+  kCompileError,        // NVRTC or nvJitLink rejected the sources
+  kIoError,             // the file system or the database failed
+  kCorrupt,             // stored data failed its integrity check
+  kUnavailable,         // a resource is missing (no GPU, no driver, busy db)
+  kAbiMismatch,         // a plugin built for another ABI version
+  kInternal,            // a bug in gpuos
 };
 
 // Stable lowercase name of a code, e.g. "not_found". Used in --json output.
@@ -34,8 +34,7 @@ const char* StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
 
@@ -57,40 +56,24 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string m) {
   return {StatusCode::kInvalidArgument, std::move(m)};
 }
-inline Status NotFound(std::string m) {
-  return {StatusCode::kNotFound, std::move(m)};
-}
-inline Status AlreadyExists(std::string m) {
-  return {StatusCode::kAlreadyExists, std::move(m)};
-}
+inline Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+inline Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
 inline Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status CompileError(std::string m) {
-  return {StatusCode::kCompileError, std::move(m)};
-}
-inline Status IoError(std::string m) {
-  return {StatusCode::kIoError, std::move(m)};
-}
-inline Status Corrupt(std::string m) {
-  return {StatusCode::kCorrupt, std::move(m)};
-}
-inline Status Unavailable(std::string m) {
-  return {StatusCode::kUnavailable, std::move(m)};
-}
-inline Status AbiMismatch(std::string m) {
-  return {StatusCode::kAbiMismatch, std::move(m)};
-}
-inline Status Internal(std::string m) {
-  return {StatusCode::kInternal, std::move(m)};
-}
+inline Status CompileError(std::string m) { return {StatusCode::kCompileError, std::move(m)}; }
+inline Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+inline Status Corrupt(std::string m) { return {StatusCode::kCorrupt, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status AbiMismatch(std::string m) { return {StatusCode::kAbiMismatch, std::move(m)}; }
+inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A value of type T or a non-OK Status.
 // REQUIRES: constructing from a Status only with a non-OK status.
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : storage_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : storage_(std::move(value)) {}        // NOLINT: implicit by design
   Expected(Status status) : storage_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(storage_).ok() && "Expected built from OK status");
   }
@@ -108,9 +91,7 @@ class [[nodiscard]] Expected {
   const T* operator->() const { return &value(); }
 
   // OK when a value is held.
-  Status status() const {
-    return ok() ? Status::Ok() : std::get<Status>(storage_);
-  }
+  Status status() const { return ok() ? Status::Ok() : std::get<Status>(storage_); }
 
  private:
   std::variant<T, Status> storage_;
