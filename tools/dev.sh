@@ -9,15 +9,17 @@
 #
 # Environment: GPUOS_BUILD_DIR (default build/default), GPUOS_JOBS (default
 # nproc), GPUOS_FUZZ_SECONDS (default 30; 0 skips the fuzz run in `test`),
-# CUDA_HOME (default /usr/local/cuda).
+# CUDA_HOME (default /usr/local/cuda), GPUOS_DEPS_DIR (offline packages,
+# default .deps; see tools/offline-deps.sh).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${GPUOS_BUILD_DIR:-$ROOT/build/default}"
 JOBS="${GPUOS_JOBS:-$(nproc)}"
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
+DEPS_PREFIX="${GPUOS_DEPS_DIR:-$ROOT/.deps}/prefix"
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 log() { printf '\033[1m[gpuos] %s\033[0m\n' "$*" >&2; }
 
@@ -32,15 +34,15 @@ setup() {
   local missing
   missing="$(missing_packages | tr '\n' ' ')"
   if [[ -n "${missing// /}" ]]; then
-    if [[ -d "$ROOT/.deps/prefix/usr" ]]; then
-      log "not installed here: $missing(using the offline prefix .deps/prefix for what it holds)"
+    if [[ -d "$DEPS_PREFIX/usr" ]]; then
+      log "not installed here: $missing(using the offline prefix $DEPS_PREFIX for what it holds)"
     else
       local sudo=""
       [[ $(id -u) -ne 0 ]] && sudo="sudo"
       log "installing: $missing"
       $sudo apt-get update -qq
       # shellcheck disable=SC2086
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+      $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
     fi
   fi
   if [[ ! -x "$CUDA_HOME/bin/nvcc" && ! -f "$CUDA_HOME/include/nvrtc.h" ]]; then
@@ -56,7 +58,7 @@ build() {
   log "configuring $BUILD_DIR"
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGPUOS_WARNINGS_AS_ERRORS=ON -DGPUOS_BUILD_TESTS=ON \
-    -DCUDAToolkit_ROOT="$CUDA_HOME" >/dev/null
+    -DCUDAToolkit_ROOT="$CUDA_HOME" -DGPUOS_DEPS_PREFIX="$DEPS_PREFIX" >/dev/null
   log "building with $JOBS jobs"
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command for the GPU machine: unpack offline dependencies, build,
 # run every test (GPU tests included) and the benchmarks, and write logs and
-# results under $OUT (default ./out).
+# results under $OUT (default <repo>/out).
 #
 #   bash tools/gpu-check.sh [--no-bench] [--ctest-args "<args>"]
 #
@@ -17,8 +17,10 @@ CTEST_ARGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-bench) RUN_BENCH=0 ;;
-    --ctest-args) CTEST_ARGS="$2"; shift ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --ctest-args)
+      [[ $# -ge 2 ]] || { echo "--ctest-args needs a value" >&2; exit 2; }
+      CTEST_ARGS="$2"; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -34,13 +36,19 @@ status=0
   nvcc --version | tail -1
 } | tee "$OUT/environment.txt"
 
-if [[ -f "$ROOT/.deps/debs/MANIFEST" ]]; then
-  bash "$ROOT/tools/offline-deps.sh" unpack 2>&1 | tail -3
+DEPS_DIR="${GPUOS_DEPS_DIR:-$ROOT/.deps}"
+if [[ -f "$DEPS_DIR/debs/MANIFEST" ]]; then
+  if ! GPUOS_DEPS_DIR="$DEPS_DIR" bash "$ROOT/tools/offline-deps.sh" unpack >"$OUT/deps.log" 2>&1; then
+    tail -20 "$OUT/deps.log"
+    echo "UNPACKING OFFLINE DEPENDENCIES FAILED"
+    exit 1
+  fi
+  tail -1 "$OUT/deps.log"
 fi
 
 echo "== build"
 if ! { cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-         -DGPUOS_WARNINGS_AS_ERRORS=ON >"$OUT/build.log" 2>&1 &&
+         -DGPUOS_WARNINGS_AS_ERRORS=ON -DGPUOS_DEPS_PREFIX="$DEPS_DIR/prefix" >"$OUT/build.log" 2>&1 &&
        cmake --build "$BUILD_DIR" -j "$(nproc)" >>"$OUT/build.log" 2>&1; }; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED"

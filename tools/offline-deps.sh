@@ -29,7 +29,7 @@ package_list() {
     # Tools (cmake, g++, clang, ...) are not carried: only libraries' -dev
     # packages and the runtime libraries they pull in.
     grep -v '^\s*#' "$ROOT/tools/debian-packages.txt" | grep -v '^\s*$' |
-      grep -E '^lib|-dev$'
+      grep -E '^lib|-dev$' | grep -v -E '^libclang-rt' # fuzzing runtimes: CI only
   fi
 }
 
@@ -93,5 +93,6 @@ case "${1:-}" in
   fetch) fetch ;;
   unpack) unpack ;;
   status) status ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; [[ "${1:-}" =~ ^(-h|--help)$ ]] || exit 2 ;;
+  *) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+     [[ "${1:-}" =~ ^(-h|--help)$ ]] || exit 2 ;;
 esac

@@ -237,6 +237,61 @@ TEST_F(RegistryCliTest, ReadOnlyRepositoryRefusesChangesButAnswersQueries) {
   EXPECT_EQ(ListCurrent("leaky_relu"), "1.2.0");
 }
 
+// Review finding: a dangling reference in an import file aborted the tool.
+TEST_F(RegistryCliTest, ImportOfADamagedFileFailsCleanlyAndCreatesNothing) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  const std::string file = dir_.path() + "/damaged.gpuos";
+  ASSERT_EQ(Registry("export " + file).exit_code, 0);
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &handle), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(handle, "INSERT INTO pack_version_operators VALUES (1, 999)", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(handle);
+  const std::string target = dir_.path() + "/target.db";
+  CommandResult r = RunCommand(kTool + " --db " + target + " import " + file);
+  EXPECT_EQ(r.exit_code, 7) << r.output;
+  EXPECT_NE(r.output.find("nothing was imported"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(target)) << r.output;
+
+  WriteFile(dir_.path() + "/text.gpuos", "not a database\n");
+  CommandResult text = RunCommand(kTool + " --db " + target + " import " + dir_.path() + "/text.gpuos");
+  EXPECT_EQ(text.exit_code, 7) << text.output;
+  EXPECT_FALSE(std::filesystem::exists(target));
+  CommandResult missing = RunCommand(kTool + " --db " + target + " import " + dir_.path() + "/none");
+  EXPECT_EQ(missing.exit_code, 3) << missing.output;
+}
+
+// Review finding: a non-UTF-8 publish message made every later --json history abort.
+TEST_F(RegistryCliTest, TextThatIsNotUtf8DoesNotBreakJsonOutput) {
+  // printf writes the byte 0xff, which is not UTF-8.
+  ASSERT_EQ(Registry("publish -m \"$(printf 'bad \\377 message')\" " + kThirdParty).exit_code, 0);
+  CommandResult r = Registry("--json history");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("bad"), std::string::npos) << r.output;
+}
+
+TEST_F(RegistryCliTest, VersionsListsEverySlot) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  ASSERT_EQ(Registry("publish " + WriteBumpedPack()).exit_code, 0);
+  auto doc = RegistryJson("versions leaky_relu");
+  ASSERT_EQ(doc["versions"].size(), 2u);
+  EXPECT_EQ(doc["versions"][0]["version"], "1.0.0");
+  EXPECT_EQ(doc["versions"][0]["slot"], "previous");
+  EXPECT_EQ(doc["versions"][1]["slot"], "current");
+  EXPECT_EQ(Registry("versions nope").exit_code, 3);
+}
+
+// Review finding: a huge age overflowed and removed the whole cache.
+TEST_F(RegistryCliTest, GcRefusesAgesItCannotRepresent) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);
+  ASSERT_EQ(Registry("build -q --arch sm_90").exit_code, 0);
+  EXPECT_EQ(Registry("gc -n --max-unused-days 1e12").exit_code, 2);
+  auto doc = RegistryJson("gc -n");
+  EXPECT_EQ(doc["entries_removed"], 0);
+  EXPECT_GT(doc["entries_kept"].get<int>(), 0);
+}
+
 TEST_F(RegistryCliTest, MissingRepositoryIsExplained) {
   CommandResult r = Registry("list");
   EXPECT_EQ(r.exit_code, 3) << r.output;

@@ -6,8 +6,13 @@
 
 namespace gpuos::cli {
 
+std::string Dump(const nlohmann::json& doc) {
+  // Text from users (messages, paths) may not be UTF-8; never throw on it.
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void Output::Json(const nlohmann::json& doc) const {
-  if (json_) std::cout << doc.dump(2) << "\n";
+  if (json_) std::cout << Dump(doc) << "\n";
 }
 
 void Output::Line(const std::string& text) const {
@@ -23,7 +28,7 @@ int Output::Fail(const Status& status) const {
   if (json_) {
     nlohmann::json doc;
     doc["error"] = {{"code", StatusCodeName(status.code())}, {"message", status.message()}};
-    std::cout << doc.dump(2) << "\n";
+    std::cout << Dump(doc) << "\n";
   }
   return ExitCodeFor(status);
 }

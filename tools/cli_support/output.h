@@ -10,6 +10,9 @@
 
 namespace gpuos::cli {
 
+// Pretty JSON; invalid UTF-8 in strings is replaced, never thrown on.
+std::string Dump(const nlohmann::json& doc);
+
 class Output {
  public:
   Output(std::string tool, bool json) : tool_(std::move(tool)), json_(json) {}

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "../cli_support/exit_codes.h"
@@ -56,6 +58,7 @@ int RunDoctor(const GpuosContext& ctx) {
     doc["gpus"] = gpus;
   }
 
+  bool healthy = !tc.toolkit_include_dir.empty();
   const std::string db = ctx.db.empty() ? DefaultRegistryPath() : ctx.db;
   doc["repository"] = {{"path", db}};
   std::error_code ec;
@@ -70,6 +73,7 @@ int RunDoctor(const GpuosContext& ctx) {
     if (!repo.ok()) {
       out.Line("repository: " + db + ": " + repo.status().message());
       doc["repository"]["error"] = repo.status().message();
+      healthy = false;
     } else {
       auto ops = (*repo)->ListOperators();
       auto cache = (*repo)->CacheStats();
@@ -77,7 +81,7 @@ int RunDoctor(const GpuosContext& ctx) {
       const auto n_cache = cache.ok() ? cache->entries : 0;
       out.Line("repository: " + db + " (schema " + std::to_string((*repo)->schema_version()) +
                ", " + std::to_string(n_ops) + " operators, " + std::to_string(n_cache) +
-               " cached builds" + ((*repo)->read_only() ? ", read-only" : "") + ")");
+               " cached builds" + (::access(db.c_str(), W_OK) != 0 ? ", read-only" : "") + ")");
       doc["repository"]["schema"] = (*repo)->schema_version();
       doc["repository"]["operators"] = n_ops;
       doc["repository"]["cache_entries"] = n_cache;
@@ -86,14 +90,17 @@ int RunDoctor(const GpuosContext& ctx) {
   auto plugin_path = GetEnv("GPUOS_PLUGIN_PATH");
   out.Line("plugin path (GPUOS_PLUGIN_PATH): " + plugin_path.value_or("(not set)"));
   doc["plugin_path"] = plugin_path.value_or("");
+  doc["healthy"] = healthy;
   out.Json(doc);
-  return kExitOk;
+  // No GPU is not a problem here (doctor runs on build hosts too); missing
+  // toolkit headers or an unusable repository are.
+  return healthy ? kExitOk : kExitFailure;
 }
 
 }  // namespace
 
 void AddDoctorCommand(CLI::App& app, GpuosContext& ctx) {
-  auto* cmd = app.add_subcommand("doctor", "Report versions, GPUs, toolchain and repository.");
+  auto* cmd = app.add_subcommand("doctor", "Report versions, GPUs, toolchain and repository. Exit code 1 when the CUDA headers NVRTC\nneeds are missing or the repository cannot be opened.");
   cmd->callback([&ctx] { ctx.exit_code = RunDoctor(ctx); });
 }
 

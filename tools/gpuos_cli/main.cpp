@@ -1,4 +1,4 @@
-// gpuos: the main job (demo) and diagnostics (doctor). docs/gpuos.md.
+// gpuos: the main job (demo) and diagnostics (doctor). docs/gpuos.md is the manual.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
+  } catch (const std::exception& e) {
+    // A bug, not a user error: report it instead of aborting.
+    return Output("gpuos", ctx.json).Fail(gpuos::Internal(std::string("unexpected error: ") + e.what()));
   }
   return ctx.exit_code;
 }

@@ -1,4 +1,6 @@
 // build, verify, gc, export, import.
+#include <filesystem>
+
 #include "../cli_support/exit_codes.h"
 #include "context.h"
 #include "gpuos/registry/jit_builder.h"
@@ -159,12 +161,32 @@ int RunExport(const std::string& path, bool no_cache, bool force, const Registry
 
 int RunImport(const std::string& path, bool no_cache, const RegistryContext& ctx) {
   const Output out = ctx.out();
+  // Look at the file before creating or changing anything here.
+  registry::RepositoryOptions source_options;
+  source_options.path = path;
+  source_options.read_only = true;
+  source_options.create_if_missing = false;
+  {
+    auto source = registry::Repository::Open(source_options);
+    if (!source.ok()) return out.Fail(source.status().WithContext("import " + path));
+  }
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(ctx.DbPath(), ec);
   auto repo = ctx.Open(true);
   if (!repo.ok()) return out.Fail(repo.status());
   registry::ImportOptions options;
   options.include_build_cache = !no_cache;
   auto r = (*repo)->Import(path, options);
-  if (!r.ok()) return out.Fail(r.status());
+  if (!r.ok()) {
+    if (!existed) {
+      // Nothing was imported: do not leave behind a repository this command made.
+      repo->reset();
+      for (const char* suffix : {"", "-wal", "-shm"}) {
+        std::filesystem::remove(ctx.DbPath() + suffix, ec);
+      }
+    }
+    return out.Fail(r.status());
+  }
   out.Line("imported " + path + ": " + std::to_string(r->pack_versions_added) + " pack versions (" +
            std::to_string(r->pack_versions_skipped) + " already present), " +
            std::to_string(r->operator_versions_added) + " operator versions, " +
@@ -227,8 +249,10 @@ void AddGcCommand(CLI::App& app, RegistryContext& ctx) {
   auto* cmd =
       app.add_subcommand("gc", "Remove build-cache entries unused for a while (and corrupt ones).");
   cmd->add_option("--max-unused-days", args->max_unused_days,
-                  "remove entries unused for longer (default 30; negative: no age rule)");
-  cmd->add_option("--max-mib", args->max_mib, "then remove least recently used down to this size");
+                  "remove entries unused for longer (default 30; -1: no age rule)")
+      ->check(CLI::Range(-1.0, 36500.0));
+  cmd->add_option("--max-mib", args->max_mib, "then remove least recently used down to this size")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40));
   cmd->add_flag("--vacuum", args->vacuum, "return the freed space to the file system");
   cmd->add_flag("-n,--dry-run", args->dry_run, "only count what would be removed");
   cmd->callback([args, &ctx] { ctx.exit_code = RunGc(*args, ctx); });
@@ -259,9 +283,7 @@ void AddImportCommand(CLI::App& app, RegistryContext& ctx) {
       "import",
       "Merge an exported repository file into this one (one transaction): new versions are\n"
       "added; operators this repository lacks take the file's aliases; existing aliases stay.");
-  cmd->add_option("file", args->path, "an exported repository file")
-      ->required()
-      ->check(CLI::ExistingFile);
+  cmd->add_option("file", args->path, "an exported repository file")->required();
   cmd->add_flag("--no-cache", args->no_cache, "do not copy build-cache entries");
   cmd->callback([args, &ctx] { ctx.exit_code = RunImport(args->path, args->no_cache, ctx); });
 }

@@ -87,6 +87,31 @@ int RunShow(const std::string& ref, bool source, const RegistryContext& ctx) {
   return kExitOk;
 }
 
+int RunVersions(const std::string& op, const RegistryContext& ctx) {
+  const Output out = ctx.out();
+  auto repo = ctx.Open(false, true);
+  if (!repo.ok()) return out.Fail(repo.status());
+  auto versions = (*repo)->ListVersions(op);
+  if (!versions.ok()) return out.Fail(versions.status());
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& v : *versions) {
+    const std::string slot = registry::AliasSlotName(v.slot);
+    out.Line(Pad(v.version.ToString(), 10) + Pad(slot.empty() ? "-" : slot, 10) +
+             Pad(v.pack + " " + v.pack_version.ToString(), 28) + ShortTime(v.published_at_ms) +
+             "  " + v.actor);
+    rows.push_back({{"version", v.version.ToString()},
+                    {"slot", slot},
+                    {"kind", registry::OperatorKindName(v.kind)},
+                    {"content_hash", v.content_hash},
+                    {"pack", v.pack},
+                    {"pack_version", v.pack_version.ToString()},
+                    {"published_at", registry::FormatTimestamp(v.published_at_ms)},
+                    {"actor", v.actor}});
+  }
+  out.Json({{"operator", op}, {"versions", rows}});
+  return kExitOk;
+}
+
 int RunHistory(const std::string& op, std::size_t limit, const RegistryContext& ctx) {
   const Output out = ctx.out();
   auto repo = ctx.Open(false, true);
@@ -139,6 +164,14 @@ void AddShowCommand(CLI::App& app, RegistryContext& ctx) {
   cmd->add_option("operator", *ref, "NAME or NAME@VERSION")->required();
   cmd->add_flag("--source", *source, "also print the YAML of the pack version it came from");
   cmd->callback([ref, source, &ctx] { ctx.exit_code = RunShow(*ref, *source, ctx); });
+}
+
+void AddVersionsCommand(CLI::App& app, RegistryContext& ctx) {
+  auto op = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand(
+      "versions", "Every stored version of an operator, and which one is current or previous.");
+  cmd->add_option("operator", *op, "operator name")->required();
+  cmd->callback([op, &ctx] { ctx.exit_code = RunVersions(*op, ctx); });
 }
 
 void AddHistoryCommand(CLI::App& app, RegistryContext& ctx) {

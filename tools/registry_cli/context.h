@@ -29,6 +29,7 @@ struct RegistryContext {
 void AddPublishCommand(CLI::App& app, RegistryContext& ctx);
 void AddListCommand(CLI::App& app, RegistryContext& ctx);
 void AddShowCommand(CLI::App& app, RegistryContext& ctx);
+void AddVersionsCommand(CLI::App& app, RegistryContext& ctx);
 void AddHistoryCommand(CLI::App& app, RegistryContext& ctx);
 void AddRollbackCommand(CLI::App& app, RegistryContext& ctx);
 void AddDiffCommand(CLI::App& app, RegistryContext& ctx);

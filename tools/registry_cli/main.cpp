@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   AddPublishCommand(app, ctx);
   AddListCommand(app, ctx);
   AddShowCommand(app, ctx);
+  AddVersionsCommand(app, ctx);
   AddHistoryCommand(app, ctx);
   AddRollbackCommand(app, ctx);
   AddDiffCommand(app, ctx);
@@ -79,6 +80,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
+  } catch (const std::exception& e) {
+    // A bug, not a user error: report it instead of aborting.
+    return Output("gpuos-registry", ctx.json).Fail(gpuos::Internal(std::string("unexpected error: ") + e.what()));
   }
   return ctx.exit_code;
 }

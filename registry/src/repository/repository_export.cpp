@@ -1,6 +1,8 @@
 // Repository::Export: a self-contained snapshot written with VACUUM INTO.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -41,7 +43,6 @@ Expected<ExportResult> Repository::Export(const std::string& path, const ExportO
       return InvalidArgument(
           fmt::format("cannot export the repository {} onto itself", state_->options.path));
     }
-    RemoveDatabaseFiles(path);
   }
   fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) {
@@ -52,15 +53,19 @@ Expected<ExportResult> Repository::Export(const std::string& path, const ExportO
     }
   }
 
+  // The copy is written beside the destination and renamed over it only when
+  // complete, so a failed export never destroys an earlier one.
+  const std::string partial = fmt::format("{}.partial-{}", path, ::getpid());
+  RemoveDatabaseFiles(partial);
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto write_copy = [&]() -> Status {
     // VACUUM INTO reads one snapshot, so the copy is consistent even while
     // other processes publish; it keeps application_id and user_version.
     GPUOS_ASSIGN_OR_RETURN(sqlite::Statement vacuum, state_->db.Prepare("VACUUM INTO ?"));
-    GPUOS_RETURN_IF_ERROR(vacuum.Bind(path).Run());
+    GPUOS_RETURN_IF_ERROR(vacuum.Bind(partial).Run().WithContext("writing " + partial));
     if (!options.include_build_cache) {
       GPUOS_ASSIGN_OR_RETURN(sqlite::Connection copy,
-                             sqlite::Connection::Open(path, SQLITE_OPEN_READWRITE, path));
+                             sqlite::Connection::Open(partial, SQLITE_OPEN_READWRITE, partial));
       GPUOS_RETURN_IF_ERROR(copy.Exec("DELETE FROM build_cache; VACUUM", "drop the build cache"));
     }
     return Status::Ok();
@@ -68,9 +73,13 @@ Expected<ExportResult> Repository::Export(const std::string& path, const ExportO
   Status status = write_copy();
   ExportResult result;
   result.path = path;
-  if (status.ok()) status = CountExported(path, result);
+  if (status.ok()) status = CountExported(partial, result);
+  if (status.ok()) {
+    fs::rename(partial, path, ec);
+    if (ec) status = IoError(fmt::format("cannot move {} to {}: {}", partial, path, ec.message()));
+  }
   if (!status.ok()) {
-    RemoveDatabaseFiles(path);
+    RemoveDatabaseFiles(partial);
     return status.WithContext(fmt::format("export of {} to {}", state_->options.path, path));
   }
   result.file_bytes = static_cast<std::int64_t>(fs::file_size(path, ec));

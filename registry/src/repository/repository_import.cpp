@@ -182,7 +182,7 @@ class Merge {
                         "`gpuos-registry verify` on it; nothing was imported",
                         source_path_, subject));
       }
-      const std::int64_t pack_id = packs_.at(select.Int(1));
+      GPUOS_ASSIGN_OR_RETURN(const std::int64_t pack_id, Mapped(packs_, select.Int(1), "packs"));
       GPUOS_ASSIGN_OR_RETURN(
           sqlite::Statement existing,
           target_.Prepare(
@@ -256,8 +256,10 @@ class Merge {
           target_.Prepare("INSERT INTO operator_versions (name, version, kind, spec_json, "
                           "content_hash, pack_version_id, published_at) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?)"));
+      GPUOS_ASSIGN_OR_RETURN(const std::int64_t pack_version,
+                             Mapped(pack_versions_, select.Int(6), "pack_versions"));
       insert.Bind(name, select.Text(2), select.Text(3), select.Text(4), select.Text(5),
-                  pack_versions_.at(select.Int(6)), select.Int(7));
+                  pack_version, select.Int(7));
       GPUOS_RETURN_IF_ERROR(insert.Run());
       operator_versions_[select.Int(0)] = target_.LastInsertRowId();
       ++result.operator_versions_added;
@@ -276,7 +278,11 @@ class Merge {
       GPUOS_ASSIGN_OR_RETURN(bool row, select.Step());
       if (!row) return Status::Ok();
       insert.Reset();
-      insert.Bind(pack_versions_.at(select.Int(0)), operator_versions_.at(select.Int(1)));
+      GPUOS_ASSIGN_OR_RETURN(const std::int64_t pack_version,
+                             Mapped(pack_versions_, select.Int(0), "pack_versions"));
+      GPUOS_ASSIGN_OR_RETURN(const std::int64_t operator_version,
+                             Mapped(operator_versions_, select.Int(1), "operator_versions"));
+      insert.Bind(pack_version, operator_version);
       GPUOS_RETURN_IF_ERROR(insert.Run());
     }
   }
@@ -310,13 +316,18 @@ class Merge {
         continue;
       }
       std::optional<std::int64_t> previous;
-      if (!select.IsNull(3)) previous = operator_versions_.at(select.Int(3));
+      if (!select.IsNull(3)) {
+        GPUOS_ASSIGN_OR_RETURN(previous,
+                               Mapped(operator_versions_, select.Int(3), "operator_versions"));
+      }
+      GPUOS_ASSIGN_OR_RETURN(const std::int64_t pack_id, Mapped(packs_, select.Int(1), "packs"));
+      GPUOS_ASSIGN_OR_RETURN(const std::int64_t current,
+                             Mapped(operator_versions_, select.Int(2), "operator_versions"));
       GPUOS_ASSIGN_OR_RETURN(
           sqlite::Statement insert,
           target_.Prepare("INSERT INTO operators (name, pack_id, current_version_id, "
                           "previous_version_id, updated_at) VALUES (?, ?, ?, ?, ?)"));
-      insert.Bind(name, packs_.at(select.Int(1)), operator_versions_.at(select.Int(2)), previous,
-                  now_);
+      insert.Bind(name, pack_id, current, previous, now_);
       GPUOS_RETURN_IF_ERROR(insert.Run());
       GPUOS_RETURN_IF_ERROR(
           AppendHistory(target_,
@@ -365,6 +376,21 @@ class Merge {
   const ImportOptions& options_;
   const std::string actor_;
   std::int64_t now_ = 0;
+  // The target id of a source row another source row refers to. A dangling
+  // reference (a damaged or hand-edited file) is a Corrupt status, never a
+  // throw: the transaction must roll back cleanly.
+  Expected<std::int64_t> Mapped(const std::map<std::int64_t, std::int64_t>& ids,
+                                std::int64_t source_id, const char* table) const {
+    auto it = ids.find(source_id);
+    if (it == ids.end()) {
+      return Corrupt(fmt::format(
+          "cannot import {}: a row refers to {} id {}, which the file does not have; run "
+          "`gpuos-registry --db {} verify`; nothing was imported",
+          source_path_, table, source_id, source_path_));
+    }
+    return it->second;
+  }
+
   std::map<std::int64_t, std::int64_t> packs_;  // source id -> target id
   std::map<std::int64_t, std::int64_t> pack_versions_;
   std::map<std::int64_t, std::int64_t> operator_versions_;
