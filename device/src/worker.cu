@@ -1,56 +1,67 @@
-// The worker: the kernel every image exports. This first version is
-// one-shot: a launch runs a fixed array of independent tasks and exits (the
-// persistent queue, dependency counters and parking build on the same ABI).
+// The one-shot worker and what both workers share (the alias table and the
+// checked call of an operator). The persistent worker is
+// device/src/queue_worker.cu.
 //
-// Launch: grid = any number of blocks, block = kWorkerThreads threads, no
-// dynamic shared memory, one parameter (WorkerParams, by value). Block b
-// runs tasks b, b + gridDim.x, ... one after another; each task by calling
-// gpuos_op_table[task.opcode] with all its threads.
+// One-shot launch (`gpuos_worker`): grid = any number of blocks, block =
+// kWorkerThreads threads, no dynamic shared memory, one parameter
+// (WorkerParams, by value). Block b runs tasks b, b + gridDim.x, ... one after
+// another; each task by calling the operator of its slot with all threads.
+// Dependency fields of TaskDesc are ignored: the tasks of one launch must be
+// independent. Used by tests, `gpuos demo` and the cuda_launch baselines.
 //
 // Image symbols, looked up by the host with cuModuleGetFunction /
 // cuModuleGetGlobal:
 //   gpuos_worker             this kernel
+//   gpuos_queue_worker       the persistent worker
 //   gpuos_op_table           OpFunction[gpuos_op_table_size] (generated manifest)
+//   gpuos_alias_table        unsigned int[kMaxLogicalOps]: logical operator -> slot
 //   gpuos_image_abi_version  GPUOS_RUNTIME_ABI_VERSION the image was built with
 #include "gpuos/device/abi.h"
 #include "gpuos/device/op_call.cuh"
+#include "gpuos/device/queue.h"
 
 extern "C" __device__ gpuos::device::OpFunction gpuos_op_table[];
 extern "C" __device__ unsigned int gpuos_op_table_size;
 
 extern "C" __device__ unsigned int gpuos_image_abi_version = GPUOS_RUNTIME_ABI_VERSION;
 
-namespace {
+// Written by the host while no worker runs (and, later, by live updates).
+extern "C" __device__ unsigned int gpuos_alias_table[gpuos::device::kMaxLogicalOps] = {};
 
 using gpuos::device::OpCall;
 using gpuos::device::TaskDesc;
 using gpuos::device::WorkerParams;
 
-// Opcode and tensor indices checked before the call, so operators may index
-// the descriptor table without checks. Same answer in every thread.
-__device__ bool TaskIsRunnable(const OpCall& call) {
+// Resolves the task's slot (through the alias table when logical_op != 0),
+// checks opcode and tensor indices so operators may index the descriptor
+// table without checks, and calls the operator with every thread of the
+// block. A no-op (slot 0) does nothing. Reports errors through call.status.
+extern "C" __device__ __noinline__ void gpuos_run_task(const OpCall& call) {
   const TaskDesc& task = *call.task;
-  if (task.opcode >= gpuos_op_table_size || gpuos_op_table[task.opcode] == nullptr) {
-    if (threadIdx.x == 0)
-      gpuos::device::ReportError(call, gpuos::device::kWorkerBadOpcode, task.opcode);
-    return false;
+  unsigned int slot = task.opcode;
+  if (task.logical_op != 0) {
+    slot = task.logical_op < gpuos::device::kMaxLogicalOps ? gpuos_alias_table[task.logical_op]
+                                                           : 0xffffffffu;
+  }
+  if (slot == 0) return;
+  if (slot >= gpuos_op_table_size || gpuos_op_table[slot] == nullptr) {
+    if (threadIdx.x == 0) gpuos::device::ReportError(call, gpuos::device::kWorkerBadOpcode, slot);
+    return;
   }
   if (task.num_tensors > static_cast<unsigned int>(gpuos::device::kMaxTaskTensors)) {
     if (threadIdx.x == 0)
       gpuos::device::ReportError(call, gpuos::device::kWorkerBadArity, task.num_tensors);
-    return false;
+    return;
   }
   for (unsigned int k = 0; k < task.num_tensors; ++k) {
     if (task.tensors[k] < 0 || static_cast<unsigned int>(task.tensors[k]) >= call.num_tensors) {
       if (threadIdx.x == 0)
         gpuos::device::ReportError(call, gpuos::device::kWorkerBadTensorIndex, k);
-      return false;
+      return;
     }
   }
-  return true;
+  gpuos_op_table[slot](call);
 }
-
-}  // namespace
 
 extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     gpuos_worker(const WorkerParams params) {
@@ -67,9 +78,7 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
     call.num_tensors = params.num_tensors;
     call.status = status;
-    if (call.task->opcode != 0 && TaskIsRunnable(call)) {
-      gpuos_op_table[call.task->opcode](call);
-    }
+    gpuos_run_task(call);
     // The next task may reuse the scratch memory.
     __syncthreads();
     if (threadIdx.x == 0 && status != nullptr) atomicAdd(&status->completed, 1u);

@@ -308,3 +308,70 @@ TEST(JitCodegenTest, AttributeSlotsUseDefaultsAndDeclaredTypes) {
 
 }  // namespace
 }  // namespace gpuos::registry
+
+namespace gpuos::registry {
+namespace {
+
+constexpr const char* kCastPack = R"(gpuos_pack: 1
+name: test.cast
+version: 1.0.0
+operators:
+  - name: to
+    version: 2.0.0
+    kind: elementwise
+    dtypes: [f32, i64]
+    out_dtypes: [f16, bool, i32]
+    inputs: [{name: a}]
+    outputs: [{name: out, dtype: U}]
+    body: |
+      out = ::gpuos::device::convert<compute_u>(a);
+)";
+
+// out_dtypes: one entry point per (T, U) pair, U and compute_u defined, the
+// dtype check uses U's code for the output, slots cover every pair.
+TEST(JitCodegenTest, SecondTypeVariableInstantiatesEveryPair) {
+  const std::vector<OperatorSpec> ops = ParseOperators(kCastPack, "cast.yaml");
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(OperatorSymbol("to", SemVer{2, 0, 0}, DType::kI64, DType::kBool),
+            "gpuos_op_2to_v2_0_0_i64_bool");
+  EXPECT_EQ(OperatorSymbol("to", SemVer{2, 0, 0}, DType::kI64, std::nullopt),
+            OperatorSymbol("to", SemVer{2, 0, 0}, DType::kI64));
+  auto source = GenerateOperatorSource(ops[0]);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  const std::string& text = source->source;
+  for (const char* t : {"f32", "i64"}) {
+    for (const char* u : {"f16", "bool", "i32"}) {
+      const std::string symbol = std::string("gpuos_op_2to_v2_0_0_") + t + "_" + u;
+      EXPECT_NE(text.find("extern \"C\" __device__ void " + symbol + "("), std::string::npos)
+          << symbol;
+    }
+  }
+  EXPECT_NE(text.find("using U = __half;"), std::string::npos);
+  EXPECT_NE(text.find("using compute_u = ::gpuos::device::compute_type_t<U>;"), std::string::npos);
+  EXPECT_NE(text.find("{::gpuos::device::kDTypeI64, ::gpuos::device::kDTypeBool}"),
+            std::string::npos);
+  EXPECT_NE(text.find("::gpuos::device::Operand<U> t1"), std::string::npos);
+  EXPECT_NE(text.find("@T=f32/U=i32"), std::string::npos);
+
+  const std::vector<ImageEntry> entries = AssignImageSlots({&ops[0]});
+  ASSERT_EQ(entries.size(), 6u);
+  EXPECT_EQ(entries[0].dtype, DType::kF32);
+  EXPECT_EQ(entries[0].out_dtype, DType::kF16);
+  EXPECT_EQ(entries[5].dtype, DType::kI64);
+  EXPECT_EQ(entries[5].out_dtype, DType::kI32);
+  KernelImage image;
+  image.entries = entries;
+  ASSERT_NE(image.Find("to", SemVer{2, 0, 0}, DType::kI64, DType::kBool), nullptr);
+  EXPECT_EQ(image.Find("to", SemVer{2, 0, 0}, DType::kI64, DType::kBool)->slot, 5u);
+  EXPECT_EQ(image.Find("to", SemVer{2, 0, 0}, DType::kI64), nullptr);  // U is required
+  EXPECT_NE(image.FindLatest("to", DType::kF32, DType::kI32), nullptr);
+  const GeneratedSource table = GenerateOpTableSource(entries);
+  EXPECT_NE(table.source.find("to 2.0.0 f32 -> bool"), std::string::npos);
+
+  OperatorSpec broken = ops[0];
+  broken.out_dtypes.clear();
+  EXPECT_FALSE(GenerateOperatorSource(broken).ok());
+}
+
+}  // namespace
+}  // namespace gpuos::registry

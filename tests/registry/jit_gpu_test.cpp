@@ -264,17 +264,21 @@ TEST_F(JitGpuTest, EveryBuiltinOperatorPassesItsTests) {
         }
         return static_cast<const OperatorTest::Tensor*>(nullptr);
       };
+      // A tensor's dtype: fixed, or the test's T or U.
+      auto dtype_of = [&](const TensorParam& param) {
+        if (param.dtype) return *param.dtype;
+        return param.type_variable == TypeVariable::kU ? test.out_dtype.value_or(test.dtype)
+                                                       : test.dtype;
+      };
       for (const TensorParam& param : op.inputs) {
         const OperatorTest::Tensor* t = find(test.inputs, param.name);
         ASSERT_NE(t, nullptr) << param.name;
-        tensors.push_back(
-            HostTensor::Dense(param.dtype.value_or(test.dtype), testing::ShapeOf(*t), t->values));
+        tensors.push_back(HostTensor::Dense(dtype_of(param), testing::ShapeOf(*t), t->values));
       }
       for (const TensorParam& param : op.outputs) {
         const OperatorTest::Tensor* t = find(test.expected, param.name);
         ASSERT_NE(t, nullptr) << param.name;
-        tensors.push_back(
-            HostTensor::Poisoned(param.dtype.value_or(test.dtype), testing::ShapeOf(*t)));
+        tensors.push_back(HostTensor::Poisoned(dtype_of(param), testing::ShapeOf(*t)));
       }
       auto slots = EncodeAttributeSlots(op, test.attributes);
       ASSERT_TRUE(slots.ok()) << slots.status().ToString();
@@ -285,7 +289,10 @@ TEST_F(JitGpuTest, EveryBuiltinOperatorPassesItsTests) {
         pointers.push_back(&tensors[k]);
       }
       const long long work = tensors[op.inputs.size()].numel();
-      const TaskDesc task = testing::MakeTask(Slot(op.name, test.dtype), indices, 0, work, *slots);
+      const ImageEntry* entry =
+          session_->image().Find(op.name, op.version, test.dtype, test.out_dtype);
+      ASSERT_NE(entry, nullptr);
+      const TaskDesc task = testing::MakeTask(entry->slot, indices, 0, work, *slots);
       auto status = session_->Run({task}, pointers, 1);
       ASSERT_TRUE(status.ok()) << status.status().ToString();
       ASSERT_EQ(status->error, 0u) << "detail " << status->detail;

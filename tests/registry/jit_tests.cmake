@@ -29,3 +29,12 @@ gpuos_add_test(registry_jit_gpu_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/jit_gpu_test.cpp ${CMAKE_CURRENT_SOURCE_DIR}/jit_gpu_util.cpp
   LIBS gpuos::jit gpuos::cuda_driver gpuos::device_abi gpuos_builtin_packs
   LABELS gpu)
+
+# Every built-in operator and dtype against float64 CPU references
+# (op_reference.cpp: one function per operator).
+gpuos_add_test(registry_op_reference_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/op_reference_test.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/op_reference.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/jit_gpu_util.cpp
+  LIBS gpuos::jit gpuos::cuda_driver gpuos::device_abi gpuos_builtin_packs
+  LABELS gpu)

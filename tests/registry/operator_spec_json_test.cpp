@@ -317,3 +317,59 @@ TEST(OperatorJsonTest, RejectsBadFieldsByName) {
 
 }  // namespace
 }  // namespace gpuos::registry
+
+namespace gpuos::registry {
+namespace {
+
+// An operator with a second type variable U keeps it through JSON; an
+// operator without one has no trace of it (its JSON and hash are unchanged by
+// the extension).
+TEST(OperatorJsonTest, SecondTypeVariableRoundTrips) {
+  OperatorSpec spec;
+  spec.name = "cast";
+  spec.version = SemVer{1, 0, 0};
+  spec.kind = OperatorKind::kElementwise;
+  spec.dtypes = {DType::kF32, DType::kI32};
+  spec.out_dtypes = {DType::kF16, DType::kBool};
+  spec.inputs = {TensorParam{"a", std::nullopt, "", TypeVariable::kT}};
+  spec.outputs = {TensorParam{"out", std::nullopt, "", TypeVariable::kU}};
+  spec.body.code = "out = a;";
+  OperatorTest test;
+  test.name = "one";
+  test.dtype = DType::kI32;
+  test.out_dtype = DType::kBool;
+  test.inputs = {{"a", {}, {2}}};
+  test.expected = {{"out", {}, {1}}};
+  spec.tests = {test};
+  ASSERT_TRUE(ValidateOperator(spec).ok()) << ValidateOperator(spec).ToString();
+  const nlohmann::json json = OperatorToJson(spec);
+  EXPECT_EQ(json["outputs"][0]["dtype"], "U");
+  EXPECT_EQ(json["out_dtypes"], nlohmann::json::array({"f16", "bool"}));
+  EXPECT_EQ(json["tests"][0]["out_dtype"], "bool");
+  auto back = OperatorFromJson(nlohmann::json::parse(json.dump()));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->out_dtypes, spec.out_dtypes);
+  EXPECT_EQ(back->outputs[0].type_variable, TypeVariable::kU);
+  EXPECT_EQ(back->inputs[0].type_variable, TypeVariable::kT);
+  EXPECT_EQ(back->tests[0].out_dtype, DType::kBool);
+  EXPECT_EQ(OperatorToJson(*back), json);
+
+  OperatorSpec plain = spec;
+  plain.out_dtypes.clear();
+  plain.outputs[0].type_variable = TypeVariable::kT;
+  plain.tests[0].out_dtype.reset();
+  const nlohmann::json plain_json = OperatorToJson(plain);
+  EXPECT_FALSE(plain_json.contains("out_dtypes"));
+  EXPECT_FALSE(plain_json["tests"][0].contains("out_dtype"));
+  EXPECT_NE(OperatorContentHash(plain), OperatorContentHash(spec));
+
+  OperatorSpec unused_u = spec;
+  unused_u.outputs[0].type_variable = TypeVariable::kT;
+  EXPECT_FALSE(ValidateOperator(unused_u).ok());
+  OperatorSpec missing_test_u = spec;
+  missing_test_u.tests[0].out_dtype.reset();
+  EXPECT_FALSE(ValidateOperator(missing_test_u).ok());
+}
+
+}  // namespace
+}  // namespace gpuos::registry

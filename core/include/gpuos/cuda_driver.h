@@ -59,7 +59,15 @@
   X(cuMemcpyDtoHAsync)                 \
   X(cuMemHostAlloc)                    \
   X(cuMemFreeHost)                     \
-  X(cuMemHostGetDevicePointer)
+  X(cuMemHostGetDevicePointer)         \
+  X(cuStreamQuery)                     \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuStreamBeginCapture)              \
+  X(cuStreamEndCapture)                \
+  X(cuGraphInstantiate)                \
+  X(cuGraphLaunch)                     \
+  X(cuGraphExecDestroy)                \
+  X(cuGraphDestroy)
 
 namespace gpuos {
 

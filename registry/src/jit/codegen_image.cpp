@@ -15,14 +15,20 @@ std::vector<ImageEntry> AssignImageSlots(const std::vector<const OperatorSpec*>&
   std::uint32_t slot = 1;
   for (const OperatorSpec* spec : sorted) {
     for (DType dtype : spec->dtypes) {
-      ImageEntry entry;
-      entry.op_name = spec->name;
-      entry.version = spec->version;
-      entry.kind = spec->kind;
-      entry.dtype = dtype;
-      entry.slot = slot++;
-      entry.symbol = OperatorSymbol(spec->name, spec->version, dtype);
-      entries.push_back(std::move(entry));
+      std::vector<std::optional<DType>> out_dtypes(spec->out_dtypes.begin(),
+                                                   spec->out_dtypes.end());
+      if (out_dtypes.empty()) out_dtypes.push_back(std::nullopt);
+      for (const std::optional<DType>& out_dtype : out_dtypes) {
+        ImageEntry entry;
+        entry.op_name = spec->name;
+        entry.version = spec->version;
+        entry.kind = spec->kind;
+        entry.dtype = dtype;
+        entry.out_dtype = out_dtype;
+        entry.slot = slot++;
+        entry.symbol = OperatorSymbol(spec->name, spec->version, dtype, out_dtype);
+        entries.push_back(std::move(entry));
+      }
     }
   }
   return entries;
@@ -39,7 +45,9 @@ GeneratedSource GenerateOpTableSource(const std::vector<ImageEntry>& entries) {
   s += "    nullptr,  // slot 0: no-op\n";
   for (const ImageEntry& entry : entries) {
     s += "    " + entry.symbol + ",  // slot " + std::to_string(entry.slot) + ": " + entry.op_name +
-         " " + entry.version.ToString() + " " + DTypeName(entry.dtype) + "\n";
+         " " + entry.version.ToString() + " " + DTypeName(entry.dtype) +
+         (entry.out_dtype ? std::string(" -> ") + DTypeName(*entry.out_dtype) : std::string()) +
+         "\n";
   }
   s += "};\n";
   s += "extern \"C\" __device__ unsigned int gpuos_op_table_size = " +
@@ -47,20 +55,22 @@ GeneratedSource GenerateOpTableSource(const std::vector<ImageEntry>& entries) {
   return GeneratedSource{"gpuos_op_table.cu", std::move(s)};
 }
 
-const ImageEntry* KernelImage::Find(const std::string& op_name, const SemVer& version,
-                                    DType dtype) const {
+const ImageEntry* KernelImage::Find(const std::string& op_name, const SemVer& version, DType dtype,
+                                    std::optional<DType> out_dtype) const {
   for (const ImageEntry& entry : entries) {
-    if (entry.op_name == op_name && entry.version == version && entry.dtype == dtype) {
+    if (entry.op_name == op_name && entry.version == version && entry.dtype == dtype &&
+        entry.out_dtype == out_dtype) {
       return &entry;
     }
   }
   return nullptr;
 }
 
-const ImageEntry* KernelImage::FindLatest(const std::string& op_name, DType dtype) const {
+const ImageEntry* KernelImage::FindLatest(const std::string& op_name, DType dtype,
+                                          std::optional<DType> out_dtype) const {
   const ImageEntry* best = nullptr;
   for (const ImageEntry& entry : entries) {
-    if (entry.op_name == op_name && entry.dtype == dtype &&
+    if (entry.op_name == op_name && entry.dtype == dtype && entry.out_dtype == out_dtype &&
         (best == nullptr || best->version < entry.version)) {
       best = &entry;
     }

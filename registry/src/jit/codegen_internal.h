@@ -16,12 +16,13 @@ std::string CudaElementType(DType dtype);
 // "::gpuos::device::kDTypeF32" and so on.
 std::string DeviceDTypeCode(DType dtype);
 
-// The element type of `param` in the instantiation for `dtype` ("T" when it
-// follows the type variable, the concrete type otherwise).
+// The element type of `param` in generated code ("T" or "U" when it follows
+// a type variable, the concrete type otherwise).
 std::string ParamElementType(const TensorParam& param);
 
-// The concrete dtype of `param` in the instantiation for `dtype`.
-DType ParamDType(const TensorParam& param, DType dtype);
+// The concrete dtype of `param` in the instantiation for `dtype` (T) and
+// `out_dtype` (U; nullopt when the operator has no U).
+DType ParamDType(const TensorParam& param, DType dtype, std::optional<DType> out_dtype);
 
 // C++ type of an attribute in device code ("float", "long long", ...).
 std::string AttributeCppType(AttributeType type);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <set>
 
@@ -26,7 +27,7 @@ static_assert(kMaxOperatorAttributes == device::kMaxTaskScalars);
 const std::set<std::string>& ReservedNames() {
   static const std::set<std::string> names = {
       // Defined by generated code for every kind.
-      "T", "compute_t", "gpuos", "gpuos_ops",
+      "T", "compute_t", "U", "compute_u", "gpuos", "gpuos_ops",
       // C++ keywords and CUDA names a parameter cannot take.
       "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
       "case", "catch", "char", "char16_t", "char32_t", "class", "compl", "const", "const_cast",
@@ -72,6 +73,13 @@ std::string OperatorSymbol(const std::string& name, const SemVer& version, DType
   return program + "_" + DTypeName(dtype);
 }
 
+std::string OperatorSymbol(const std::string& name, const SemVer& version, DType dtype,
+                           std::optional<DType> out_dtype) {
+  std::string symbol = OperatorSymbol(name, version, dtype);
+  if (out_dtype) symbol += std::string("_") + DTypeName(*out_dtype);
+  return symbol;
+}
+
 namespace jit {
 
 std::string CudaElementType(DType dtype) { return DTypeCudaType(dtype); }
@@ -84,10 +92,14 @@ std::string DeviceDTypeCode(DType dtype) {
 }
 
 std::string ParamElementType(const TensorParam& param) {
-  return param.dtype ? CudaElementType(*param.dtype) : "T";
+  if (param.dtype) return CudaElementType(*param.dtype);
+  return param.type_variable == TypeVariable::kU ? "U" : "T";
 }
 
-DType ParamDType(const TensorParam& param, DType dtype) { return param.dtype.value_or(dtype); }
+DType ParamDType(const TensorParam& param, DType dtype, std::optional<DType> out_dtype) {
+  if (param.dtype) return *param.dtype;
+  return param.type_variable == TypeVariable::kU ? out_dtype.value_or(dtype) : dtype;
+}
 
 std::string AttributeCppType(AttributeType type) {
   switch (type) {
@@ -137,6 +149,16 @@ Status CheckGeneratable(const OperatorSpec& spec) {
   const std::string what = DescribeOperator(spec);
   if (spec.dtypes.empty()) {
     return InvalidArgument(what + ": dtypes: empty; list the element types to instantiate");
+  }
+  auto follows_u = [](const TensorParam& p) {
+    return !p.dtype && p.type_variable == TypeVariable::kU;
+  };
+  if (spec.out_dtypes.empty() &&
+      (std::any_of(spec.inputs.begin(), spec.inputs.end(), follows_u) ||
+       std::any_of(spec.outputs.begin(), spec.outputs.end(), follows_u))) {
+    return InvalidArgument(what +
+                           ": a tensor has dtype U but out_dtypes is empty; list the "
+                           "instantiations of U in out_dtypes");
   }
   const std::size_t tensors = spec.inputs.size() + spec.outputs.size();
   if (tensors > static_cast<std::size_t>(kMaxOperatorTensors)) {

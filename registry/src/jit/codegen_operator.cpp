@@ -3,12 +3,14 @@
 //
 //   namespace gpuos_ops { namespace op_3add_v1_0_0_f32 {
 //   using T = float;  using compute_t = ...;
+//   [using U = ...;  using compute_u = ...;   operators with out_dtypes]
 //   <device_code>
 //   <the body as a function of the operator's named parameters>
 //   } }
 //   extern "C" __device__ void gpuos_op_3add_v1_0_0_f32(const OpCall& call) {
 //     <checks, accessors, attribute reads, the loop of the kind>
 //   }
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,14 +32,15 @@ using jit::SourceWriter;
 struct Instantiation {
   const OperatorSpec& spec;
   DType dtype;
-  std::string symbol;      // extern "C" entry point
-  std::string namespace_;  // inside gpuos_ops
-  std::string suffix;      // #line file suffix naming the dtype
+  std::optional<DType> out_dtype;  // U, for operators with out_dtypes
+  std::string symbol;              // extern "C" entry point
+  std::string namespace_;          // inside gpuos_ops
+  std::string suffix;              // #line file suffix naming the dtype
   std::string fallback_file;
 };
 
 std::string ComputeTypeOf(const TensorParam& param) {
-  if (!param.dtype) return "compute_t";
+  if (!param.dtype) return param.type_variable == TypeVariable::kU ? "compute_u" : "compute_t";
   return "::gpuos::device::compute_type_t<" + CudaElementType(*param.dtype) + ">";
 }
 
@@ -72,6 +75,10 @@ void OpenInstantiation(SourceWriter& w, const Instantiation& in) {
   w.Line("namespace " + in.namespace_ + " {");
   w.Line("using T = " + CudaElementType(in.dtype) + ";");
   w.Line("using compute_t = ::gpuos::device::compute_type_t<T>;");
+  if (in.out_dtype) {
+    w.Line("using U = " + CudaElementType(*in.out_dtype) + ";");
+    w.Line("using compute_u = ::gpuos::device::compute_type_t<U>;");
+  }
   if (!in.spec.device_code.empty()) {
     w.PackCode(in.spec.device_code, in.fallback_file, in.suffix);
   }
@@ -92,13 +99,15 @@ void CloseInstantiation(SourceWriter& w, const Instantiation& in) {
 void OpenEntry(SourceWriter& w, const Instantiation& in) {
   const OperatorSpec& spec = in.spec;
   std::vector<std::string> codes;
-  for (const TensorParam& p : spec.inputs)
-    codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype)));
+  for (const TensorParam& p : spec.inputs) {
+    codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype, in.out_dtype)));
+  }
   for (const TensorParam& p : spec.outputs) {
-    codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype)));
+    codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype, in.out_dtype)));
   }
   w.Line("extern \"C\" __device__ void " + in.symbol + "(const ::gpuos::device::OpCall& call) {");
   w.Line("  using T = " + CudaElementType(in.dtype) + ";");
+  if (in.out_dtype) w.Line("  using U = " + CudaElementType(*in.out_dtype) + ";");
   w.Line("  const int dtypes[] = {" + Join(codes) + "};");
   w.Line("  if (!::gpuos::device::CheckTensors(call, " + std::to_string(codes.size()) +
          ", dtypes)) return;");
@@ -247,27 +256,34 @@ Expected<GeneratedSource> GenerateOperatorSource(const OperatorSpec& spec) {
   w.Blank();
   const std::string fallback_file =
       spec.location.file.empty() ? "<operator " + spec.name + ">" : spec.location.file;
+  std::vector<std::optional<DType>> out_dtypes(spec.out_dtypes.begin(), spec.out_dtypes.end());
+  if (out_dtypes.empty()) out_dtypes.push_back(std::nullopt);
   for (DType dtype : spec.dtypes) {
-    const std::string symbol = OperatorSymbol(spec.name, spec.version, dtype);
-    const Instantiation in{spec,
-                           dtype,
-                           symbol,
-                           "op_" + symbol.substr(std::string("gpuos_op_").size()),
-                           std::string(jit::kInstantiationMarker) + DTypeName(dtype),
-                           fallback_file};
-    w.Line("// ---- " + spec.name + " " + spec.version.ToString() + ", T = " + DTypeName(dtype));
-    switch (spec.kind) {
-      case OperatorKind::kElementwise:
-        GenerateElementwise(w, in);
-        break;
-      case OperatorKind::kReduction:
-        GenerateReduction(w, in);
-        break;
-      case OperatorKind::kCustom:
-        GenerateCustom(w, in);
-        break;
+    for (const std::optional<DType>& out_dtype : out_dtypes) {
+      const std::string symbol = OperatorSymbol(spec.name, spec.version, dtype, out_dtype);
+      std::string types = DTypeName(dtype);
+      if (out_dtype) types += std::string("/U=") + DTypeName(*out_dtype);
+      const Instantiation in{spec,
+                             dtype,
+                             out_dtype,
+                             symbol,
+                             "op_" + symbol.substr(std::string("gpuos_op_").size()),
+                             std::string(jit::kInstantiationMarker) + types,
+                             fallback_file};
+      w.Line("// ---- " + spec.name + " " + spec.version.ToString() + ", T = " + types);
+      switch (spec.kind) {
+        case OperatorKind::kElementwise:
+          GenerateElementwise(w, in);
+          break;
+        case OperatorKind::kReduction:
+          GenerateReduction(w, in);
+          break;
+        case OperatorKind::kCustom:
+          GenerateCustom(w, in);
+          break;
+      }
+      w.Blank();
     }
-    w.Blank();
   }
   GeneratedSource out;
   out.program_name = w.program_name();

@@ -132,7 +132,11 @@ class Reader {
     TensorParam param;
     if (!Object(node, path, {"name", "dtype", "description"})) return param;
     param.name = String(node["name"], Join(path, "name"));
-    if (node["dtype"] != "T") param.dtype = DTypeField(node["dtype"], Join(path, "dtype"));
+    if (node["dtype"] == "U") {
+      param.type_variable = TypeVariable::kU;
+    } else if (node["dtype"] != "T") {
+      param.dtype = DTypeField(node["dtype"], Join(path, "dtype"));
+    }
     param.description = String(node["description"], Join(path, "description"));
     return param;
   }
@@ -177,11 +181,14 @@ class Reader {
   OperatorTest Test(const json& node, const std::string& path) {
     OperatorTest test;
     if (!Object(node, path, {"name", "dtype", "inputs", "expected", "attributes", "tolerance"},
-                {"location"})) {
+                {"location", "out_dtype"})) {
       return test;
     }
     test.name = String(node["name"], Join(path, "name"));
     test.dtype = DTypeField(node["dtype"], Join(path, "dtype"));
+    if (node.contains("out_dtype")) {
+      test.out_dtype = DTypeField(node["out_dtype"], Join(path, "out_dtype"));
+    }
     test.inputs = Tensors(node["inputs"], Join(path, "inputs"));
     test.expected = Tensors(node["expected"], Join(path, "expected"));
     const json& attributes = Array(node["attributes"], Join(path, "attributes"));
@@ -224,7 +231,7 @@ Expected<OperatorSpec> ReadOperator(const json& document) {
   if (!reader.Object(document, "",
                      {"name", "version", "kind", "description", "dtypes", "inputs", "outputs",
                       "attributes", "device_code", "body", "reduce", "tests"},
-                     {"location"})) {
+                     {"location", "out_dtypes"})) {
     return reader.error();
   }
   spec.name = reader.String(document["name"], "name");
@@ -247,6 +254,12 @@ Expected<OperatorSpec> ReadOperator(const json& document) {
   const json& dtypes = reader.Array(document["dtypes"], "dtypes");
   for (std::size_t i = 0; i < dtypes.size(); ++i) {
     spec.dtypes.push_back(reader.DTypeField(dtypes[i], Reader::Index("dtypes", i)));
+  }
+  if (document.contains("out_dtypes")) {
+    const json& out_dtypes = reader.Array(document["out_dtypes"], "out_dtypes");
+    for (std::size_t i = 0; i < out_dtypes.size(); ++i) {
+      spec.out_dtypes.push_back(reader.DTypeField(out_dtypes[i], Reader::Index("out_dtypes", i)));
+    }
   }
   const json& inputs = reader.Array(document["inputs"], "inputs");
   for (std::size_t i = 0; i < inputs.size(); ++i) {

@@ -30,12 +30,16 @@ Expected<std::vector<TensorParam>> ParseTensorParams(const YamlMapping& op, std:
     GPUOS_ASSIGN_OR_RETURN(YamlValue name, map.Require("name"));
     GPUOS_ASSIGN_OR_RETURN(param.name, name.String());
     if (auto dtype = map.Find("dtype")) {
-      GPUOS_ASSIGN_OR_RETURN(std::string text, dtype->String());
-      if (text != "T") {
+      Expected<std::string> dtype_text = dtype->String();
+      if (!dtype_text.ok()) return dtype_text.status();
+      const std::string& text = *dtype_text;
+      // Whether the operator declares U (out_dtypes) is an operator rule.
+      if (text == "U") param.type_variable = TypeVariable::kU;
+      if (param.type_variable == TypeVariable::kT && text != "T") {
         param.dtype = ParseDType(text);
         if (!param.dtype) {
           return dtype->Error("unknown dtype '" + text + "' (known: " + rules::KnownDTypeList() +
-                              ", T)");
+                              ", T, U)");
         }
       }
     }
@@ -88,6 +92,19 @@ Status ParseReduction(const YamlMapping& op, ReductionCode* reduction) {
   return Status::Ok();
 }
 
+Status ParseDTypeList(const YamlValue& value, std::vector<DType>* out) {
+  GPUOS_ASSIGN_OR_RETURN(std::vector<YamlValue> dtypes, value.Sequence());
+  for (const YamlValue& dtype : dtypes) {
+    GPUOS_ASSIGN_OR_RETURN(std::string text, dtype.String());
+    auto parsed = ParseDType(text);
+    if (!parsed) {
+      return dtype.Error("unknown dtype '" + text + "' (known: " + rules::KnownDTypeList() + ")");
+    }
+    out->push_back(*parsed);
+  }
+  return Status::Ok();
+}
+
 Status ParseHeader(const YamlMapping& op, OperatorSpec* spec) {
   GPUOS_ASSIGN_OR_RETURN(YamlValue name, op.Require("name"));
   GPUOS_ASSIGN_OR_RETURN(spec->name, name.String());
@@ -110,14 +127,9 @@ Status ParseHeader(const YamlMapping& op, OperatorSpec* spec) {
   spec->kind = *parsed_kind;
   GPUOS_ASSIGN_OR_RETURN(spec->description, OptionalString(op, "description"));
   GPUOS_ASSIGN_OR_RETURN(YamlValue dtypes_value, op.Require("dtypes"));
-  GPUOS_ASSIGN_OR_RETURN(std::vector<YamlValue> dtypes, dtypes_value.Sequence());
-  for (const YamlValue& dtype : dtypes) {
-    GPUOS_ASSIGN_OR_RETURN(std::string text, dtype.String());
-    auto parsed = ParseDType(text);
-    if (!parsed) {
-      return dtype.Error("unknown dtype '" + text + "' (known: " + rules::KnownDTypeList() + ")");
-    }
-    spec->dtypes.push_back(*parsed);
+  GPUOS_RETURN_IF_ERROR(ParseDTypeList(dtypes_value, &spec->dtypes));
+  if (auto out_dtypes = op.Find("out_dtypes")) {
+    GPUOS_RETURN_IF_ERROR(ParseDTypeList(*out_dtypes, &spec->out_dtypes));
   }
   return Status::Ok();
 }
@@ -125,9 +137,10 @@ Status ParseHeader(const YamlMapping& op, OperatorSpec* spec) {
 }  // namespace
 
 Expected<OperatorSpec> ParseOperator(const YamlValue& entry) {
-  GPUOS_ASSIGN_OR_RETURN(YamlMapping op, entry.Mapping({"name", "version", "kind", "description",
-                                                        "dtypes", "inputs", "outputs", "attributes",
-                                                        "device_code", "body", "reduce", "tests"}));
+  GPUOS_ASSIGN_OR_RETURN(
+      YamlMapping op,
+      entry.Mapping({"name", "version", "kind", "description", "dtypes", "out_dtypes", "inputs",
+                     "outputs", "attributes", "device_code", "body", "reduce", "tests"}));
   OperatorSpec spec;
   spec.location = entry.location();
   GPUOS_RETURN_IF_ERROR(ParseHeader(op, &spec));

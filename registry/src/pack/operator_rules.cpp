@@ -109,6 +109,34 @@ std::optional<Problem> CheckParams(const OperatorSpec& spec) {
   return std::nullopt;
 }
 
+// A parameter may follow U only when the operator declares out_dtypes, and
+// an operator that declares them must use U somewhere (else every pair would
+// compile to the same code).
+std::optional<Problem> CheckTypeVariables(const OperatorSpec& spec) {
+  bool uses_u = false;
+  auto check = [&](const std::string& list,
+                   const std::vector<TensorParam>& params) -> std::optional<Problem> {
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (params[i].dtype || params[i].type_variable != TypeVariable::kU) continue;
+      uses_u = true;
+      if (spec.out_dtypes.empty()) {
+        return Problem{Indexed(list, i) + ".dtype",
+                       "dtype U needs the operator's `out_dtypes:` (the instantiations of U); "
+                       "add it or use T or a fixed dtype"};
+      }
+    }
+    return std::nullopt;
+  };
+  if (auto p = check("inputs", spec.inputs)) return p;
+  if (auto p = check("outputs", spec.outputs)) return p;
+  if (!spec.out_dtypes.empty() && !uses_u) {
+    return Problem{"out_dtypes",
+                   "no input or output has dtype U; give the tensor that follows the second "
+                   "type variable `dtype: U`, or remove out_dtypes"};
+  }
+  return std::nullopt;
+}
+
 // Text ends up in JSON and in NVRTC sources: it must be UTF-8 without NULs.
 std::optional<Problem> CheckText(const OperatorSpec& spec) {
   std::vector<std::pair<std::string, const std::string*>> texts = {
@@ -228,6 +256,23 @@ std::optional<Problem> CheckTest(const OperatorSpec& spec, std::size_t index,
     return Problem{field + ".dtype", std::string("'") + DTypeName(test.dtype) +
                                          "' is not one of the operator's dtypes"};
   }
+  if (spec.out_dtypes.empty() && test.out_dtype) {
+    return Problem{field + ".out_dtype",
+                   "the operator has no out_dtypes (no type variable U); remove out_dtype"};
+  }
+  if (!spec.out_dtypes.empty()) {
+    if (!test.out_dtype) {
+      return Problem{field,
+                     "missing out_dtype; the operator instantiates over dtypes x "
+                     "out_dtypes, so a test names both (dtype: for T, out_dtype: for U)"};
+    }
+    bool out_ok = false;
+    for (DType dtype : spec.out_dtypes) out_ok = out_ok || dtype == *test.out_dtype;
+    if (!out_ok) {
+      return Problem{field + ".out_dtype", std::string("'") + DTypeName(*test.out_dtype) +
+                                               "' is not one of the operator's out_dtypes"};
+    }
+  }
   if (auto p = CheckTensors(field + ".inputs", test.inputs, spec.inputs, "input")) return p;
   if (auto p = CheckTensors(field + ".expected", test.expected, spec.outputs, "output")) return p;
   std::set<std::string> given;
@@ -331,7 +376,15 @@ std::optional<Problem> FindProblem(const OperatorSpec& spec) {
                      std::string("duplicate dtype '") + DTypeName(spec.dtypes[i]) + "'"};
     }
   }
+  std::set<DType> out_dtypes;
+  for (std::size_t i = 0; i < spec.out_dtypes.size(); ++i) {
+    if (!out_dtypes.insert(spec.out_dtypes[i]).second) {
+      return Problem{Indexed("out_dtypes", i),
+                     std::string("duplicate dtype '") + DTypeName(spec.out_dtypes[i]) + "'"};
+    }
+  }
   if (auto p = CheckParams(spec)) return p;
+  if (auto p = CheckTypeVariables(spec)) return p;
   if (auto p = CheckText(spec)) return p;
   if (auto p = CheckCode(spec)) return p;
   std::set<std::string> test_names;

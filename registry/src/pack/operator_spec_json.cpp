@@ -25,8 +25,9 @@ json CodeToJson(const CodeBlock& block, bool with_locations) {
 }
 
 json ParamToJson(const TensorParam& param) {
+  const char* variable = param.type_variable == TypeVariable::kU ? "U" : "T";
   return {{"name", param.name},
-          {"dtype", param.dtype ? DTypeName(*param.dtype) : "T"},
+          {"dtype", param.dtype ? DTypeName(*param.dtype) : variable},
           {"description", param.description}};
 }
 
@@ -65,6 +66,9 @@ json TestToJson(const OperatorTest& test, bool with_locations) {
               {"expected", TensorsToJson(test.expected)},
               {"attributes", attributes},
               {"tolerance", test.tolerance}};
+  // Only operators with a second type variable have the member, so the JSON
+  // (and content hash) of every other operator is what it was before U.
+  if (test.out_dtype) out["out_dtype"] = DTypeName(*test.out_dtype);
   if (with_locations) out["location"] = LocationToJson(test.location);
   return out;
 }
@@ -102,6 +106,11 @@ json OperatorToJson(const OperatorSpec& spec, bool with_locations) {
               {"body", CodeToJson(spec.body, with_locations)},
               {"reduce", ReductionToJson(spec, with_locations)},
               {"tests", tests}};
+  if (!spec.out_dtypes.empty()) {
+    json out_dtypes = json::array();
+    for (DType dtype : spec.out_dtypes) out_dtypes.push_back(DTypeName(dtype));
+    out["out_dtypes"] = out_dtypes;
+  }
   if (with_locations) out["location"] = LocationToJson(spec.location);
   return out;
 }

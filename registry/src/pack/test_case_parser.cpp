@@ -63,8 +63,8 @@ const AttributeParam* FindAttribute(const OperatorSpec& spec, const std::string&
 }  // namespace
 
 Expected<OperatorTest> ParseOperatorTest(const YamlValue& entry, const OperatorSpec& spec) {
-  GPUOS_ASSIGN_OR_RETURN(YamlMapping map, entry.Mapping({"name", "dtype", "inputs", "attributes",
-                                                         "expected", "tolerance"}));
+  GPUOS_ASSIGN_OR_RETURN(YamlMapping map, entry.Mapping({"name", "dtype", "out_dtype", "inputs",
+                                                         "attributes", "expected", "tolerance"}));
   OperatorTest test;
   test.location = entry.location();
   GPUOS_ASSIGN_OR_RETURN(YamlValue name, map.Require("name"));
@@ -77,6 +77,16 @@ Expected<OperatorTest> ParseOperatorTest(const YamlValue& entry, const OperatorS
                        ")");
   }
   test.dtype = *parsed_dtype;
+  // Whether out_dtype is required, allowed and among out_dtypes is an
+  // operator rule.
+  if (auto out_dtype = map.Find("out_dtype")) {
+    GPUOS_ASSIGN_OR_RETURN(std::string out_text, out_dtype->String());
+    test.out_dtype = ParseDType(out_text);
+    if (!test.out_dtype) {
+      return out_dtype->Error("unknown dtype '" + out_text +
+                              "' (known: " + rules::KnownDTypeList() + ")");
+    }
+  }
   GPUOS_ASSIGN_OR_RETURN(test.inputs, ParseTensors(map, "inputs"));
   GPUOS_ASSIGN_OR_RETURN(test.expected, ParseTensors(map, "expected"));
   if (auto attributes = map.Find("attributes")) {

@@ -11,7 +11,7 @@
 // another layout.
 #pragma once
 
-#define GPUOS_RUNTIME_ABI_VERSION 1
+#define GPUOS_RUNTIME_ABI_VERSION 2
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define GPUOS_HOST_DEVICE __host__ __device__
@@ -78,20 +78,24 @@ constexpr unsigned int kNoDependencyCounter = 0xffffffffu;
 // ones). Large operators are split into many tasks; a block runs a task with
 // all its threads.
 struct alignas(16) TaskDesc {
-  unsigned int opcode;                  // physical slot in the image's operator table; 0 = no-op
-  unsigned int flags;                   // reserved, 0
-  unsigned int task_id;                 // host-chosen; reported with errors
-  unsigned int num_tensors;             // entries of `tensors` in use: inputs, then outputs
-  long long begin;                      // first work item of this tile
-  long long end;                        // one past the last work item
-  int tensors[kMaxTaskTensors];         // indices into the launch's TensorDesc table
+  unsigned int opcode;           // physical slot in the image's operator table; 0 = no-op
+  unsigned int num_tiles;        // persistent queue: tiles [begin, end) is split into (0 = 1)
+  unsigned int task_id;          // host-chosen; reported with errors
+  unsigned int num_tensors;      // entries of `tensors` in use: inputs, then outputs
+  long long begin;               // first work item of this tile
+  long long end;                 // one past the last work item
+  int tensors[kMaxTaskTensors];  // indices into the launch's TensorDesc table
   ScalarSlot scalars[kMaxTaskScalars];  // attributes, in declaration order
-  // Dependency information for the persistent queue (not used by the
-  // one-shot worker yet): this task's counter and its successors.
-  unsigned int dependency_counter;  // index into the counter array, or kNoDependencyCounter
-  unsigned int successor_begin;     // first index in the successor list
+  // Dependency information for the persistent queue (ignored by the one-shot
+  // worker): the initial value of this task's dependency counter (its number
+  // of predecessors; kNoDependencyCounter also means none) and its
+  // successors, as task indices in the queue's task arena.
+  unsigned int dependency_counter;
+  unsigned int successor_begin;  // first index in the queue's successor arena
   unsigned int successor_count;
-  unsigned int logical_op;  // logical operator id the slot was resolved from
+  // When not 0: dispatch through the image's alias table
+  // (gpuos_alias_table[logical_op] is the slot) instead of `opcode`.
+  unsigned int logical_op;
 };
 
 // Error codes a worker reports in WorkerStatus::error (first error wins).

@@ -39,6 +39,41 @@ class OpContext {
     for (long long i = begin() + threadIdx.x; i < end(); i += blockDim.x) f(i);
   }
 
+  // Units of `unit_size` consecutive work items (rows of a softmax, tiles of
+  // a matmul): the task handles the units whose *first* work item lies in
+  // [begin(), end()), i.e. units [first_unit(), end_unit()). However the host
+  // splits the work items into tiles, every unit is then handled by exactly
+  // one task; tiles that are multiples of the unit balance best.
+  // REQUIRES: unit_size > 0.
+  __device__ long long first_unit(long long unit_size) const {
+    return (begin() + unit_size - 1) / unit_size;
+  }
+  __device__ long long end_unit(long long unit_size) const {
+    return (end() + unit_size - 1) / unit_size;
+  }
+
+  // Block-wide reduction: every thread passes its `value`; all threads get
+  // combine() folded over all of them, in a fixed order (deterministic for a
+  // given block size). `combine` must be associative. Uses the scratch
+  // (num_threads() * sizeof(V) bytes, at most 8 KiB, i.e. V of up to 32
+  // bytes) and syncs; every thread of the block must call it.
+  template <typename V, typename F>
+  __device__ V reduce(V value, F combine) const {
+    V* slots = scratch<V>();
+    const int tid = thread_index();
+    slots[tid] = value;
+    __syncthreads();
+    for (int width = num_threads(); width > 1;) {
+      const int half = (width + 1) / 2;
+      if (tid < width - half) slots[tid] = combine(slots[tid], slots[tid + half]);
+      __syncthreads();
+      width = half;
+    }
+    const V result = slots[0];
+    __syncthreads();
+    return result;
+  }
+
   __device__ int num_inputs() const { return num_inputs_; }
   __device__ int num_outputs() const {
     return static_cast<int>(call_->task->num_tensors) - num_inputs_;

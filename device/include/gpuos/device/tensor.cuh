@@ -25,6 +25,16 @@ __device__ bool IsContiguous(const TensorDesc& desc);
 // device/src/indexing.cu (shared by every operator of an image).
 __device__ long long LinearToOffset(const TensorDesc& desc, long long linear);
 
+// Coordinates (one per dimension, outermost first) of the element with
+// row-major number `linear` in a tensor with `desc`'s sizes. `coords` has
+// room for desc.rank entries.
+__device__ inline void LinearToCoords(const TensorDesc& desc, long long linear, long long* coords) {
+  for (int d = desc.rank - 1; d >= 0; --d) {
+    coords[d] = linear % desc.sizes[d];
+    linear /= desc.sizes[d];
+  }
+}
+
 template <typename E>
 class TensorAccessor {
  public:
@@ -58,6 +68,31 @@ class TensorAccessor {
 
   // Element at a storage offset (from the strides).
   __device__ E& at_offset(long long offset) const { return data_[offset]; }
+
+  // Storage offset of element number `linear` in row-major order.
+  __device__ long long offset_of(long long linear) const { return LinearToOffset(*desc_, linear); }
+  // Storage offset of the element at `coords` (rank() entries).
+  __device__ long long offset_at(const long long* coords) const {
+    long long offset = 0;
+    for (int d = 0; d < desc_->rank; ++d) offset += coords[d] * desc_->strides[d];
+    return offset;
+  }
+  // The last dimension's size and stride (1 and 0 for a scalar): rows for
+  // operators that work along the last dimension.
+  __device__ long long last_size() const {
+    return desc_->rank > 0 ? desc_->sizes[desc_->rank - 1] : 1;
+  }
+  __device__ long long last_stride() const {
+    return desc_->rank > 0 ? desc_->strides[desc_->rank - 1] : 0;
+  }
+  // Whether the view has exactly the sizes of `other`.
+  __device__ bool same_shape(const TensorDesc& other) const {
+    if (other.rank != desc_->rank) return false;
+    for (int d = 0; d < desc_->rank; ++d) {
+      if (other.sizes[d] != desc_->sizes[d]) return false;
+    }
+    return true;
+  }
 
   __device__ compute_type load(long long linear) const {
     return convert<compute_type>((*this)[linear]);

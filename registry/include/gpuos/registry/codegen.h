@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,11 @@ inline constexpr int kMaxOperatorAttributes = 6;  // scalar slots
 // gpuos_op_3add_v1_0_0_f32. The length prefix keeps names unique even when
 // operator names contain underscores and digits.
 std::string OperatorSymbol(const std::string& name, const SemVer& version, DType dtype);
+// The same for an operator with a second type variable U (out_dtypes):
+// "_" + the dtype of U is appended, e.g. gpuos_op_4cast_v1_0_0_f32_i64.
+// Without out_dtype it equals the form above.
+std::string OperatorSymbol(const std::string& name, const SemVer& version, DType dtype,
+                           std::optional<DType> out_dtype);
 
 // The file name NVRTC sees for an operator's generated source (used in
 // messages about generated lines): "gpuos_op_3add_v1_0_0.cu".
@@ -51,8 +57,9 @@ struct GeneratedSource {
 Expected<GeneratedSource> GenerateOperatorSource(const OperatorSpec& spec);
 
 // The table entries of an image holding `ops`: operators ordered by (name,
-// version) whatever the input order, each operator's dtypes in spec order,
-// slots numbered from 1. REQUIRES: no (name, version) appears twice.
+// version) whatever the input order, each operator's dtypes in spec order
+// (with out_dtypes: every pair, T outer and U inner, in spec order), slots
+// numbered from 1. REQUIRES: no (name, version) appears twice.
 std::vector<ImageEntry> AssignImageSlots(const std::vector<const OperatorSpec*>& ops);
 
 // The translation unit that defines gpuos_op_table and gpuos_op_table_size

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,10 @@
 namespace gpuos::registry {
 
 // Symbols every image exports (device/src/worker.cu).
-inline constexpr const char* kWorkerKernelSymbol = "gpuos_worker";
+inline constexpr const char* kWorkerKernelSymbol = "gpuos_worker";             // one-shot
+inline constexpr const char* kQueueWorkerKernelSymbol = "gpuos_queue_worker";  // persistent
+// unsigned int[device::kMaxLogicalOps]: logical operator id -> slot.
+inline constexpr const char* kAliasTableSymbol = "gpuos_alias_table";
 inline constexpr const char* kOpTableSymbol = "gpuos_op_table";
 inline constexpr const char* kOpTableSizeSymbol = "gpuos_op_table_size";
 inline constexpr const char* kImageAbiVersionSymbol = "gpuos_image_abi_version";
@@ -31,6 +35,9 @@ struct ImageEntry {
   SemVer version;
   OperatorKind kind = OperatorKind::kElementwise;
   DType dtype = DType::kF32;
+  // The dtype of the second type variable U for operators with out_dtypes
+  // (e.g. cast f32 -> i64 has dtype f32, out_dtype i64); nullopt otherwise.
+  std::optional<DType> out_dtype;
   std::uint32_t slot = 0;
   std::string symbol;  // the __device__ function, e.g. gpuos_op_3add_v1_0_0_f32
 
@@ -45,10 +52,14 @@ struct KernelImage {
   std::uint32_t abi_version = 0;    // GPUOS_RUNTIME_ABI_VERSION
   std::string key;                  // build-cache key of the cubin
 
-  // The entry for (op_name, version, dtype), or nullptr.
-  const ImageEntry* Find(const std::string& op_name, const SemVer& version, DType dtype) const;
-  // The entry with the highest version of `op_name` for `dtype`, or nullptr.
-  const ImageEntry* FindLatest(const std::string& op_name, DType dtype) const;
+  // The entry for (op_name, version, dtype, out_dtype), or nullptr. Operators
+  // with out_dtypes are found only with their out_dtype.
+  const ImageEntry* Find(const std::string& op_name, const SemVer& version, DType dtype,
+                         std::optional<DType> out_dtype = std::nullopt) const;
+  // The entry with the highest version of `op_name` for `dtype` (and
+  // `out_dtype`), or nullptr.
+  const ImageEntry* FindLatest(const std::string& op_name, DType dtype,
+                               std::optional<DType> out_dtype = std::nullopt) const;
 };
 
 }  // namespace gpuos::registry

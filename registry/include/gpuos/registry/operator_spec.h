@@ -50,12 +50,20 @@ enum class AttributeType { kF32, kF64, kI32, kI64, kBool };
 const char* AttributeTypeName(AttributeType type);  // "f32", ...
 std::optional<AttributeType> ParseAttributeType(const std::string& name);
 
-// An input or output tensor. `dtype` is either the operator's type variable
-// (nullopt, written `T` in YAML) or a fixed dtype (a comparison's bool output).
+// Which type variable a tensor without a fixed dtype follows: `T` (the
+// instantiations of OperatorSpec::dtypes) or `U` (those of
+// OperatorSpec::out_dtypes, for operators such as cast that instantiate over
+// pairs of types).
+enum class TypeVariable { kT, kU };
+
+// An input or output tensor. `dtype` is either a type variable (nullopt,
+// written `T` or `U` in YAML; `type_variable` says which) or a fixed dtype (a
+// comparison's bool output).
 struct TensorParam {
   std::string name;
   std::optional<DType> dtype;
   std::string description;
+  TypeVariable type_variable = TypeVariable::kT;  // meaningful when !dtype
 };
 
 struct AttributeParam {
@@ -88,6 +96,8 @@ struct ReductionCode {
 struct OperatorTest {
   std::string name;
   DType dtype = DType::kF32;  // instantiation of T
+  // Instantiation of U; set exactly when the operator has out_dtypes.
+  std::optional<DType> out_dtype;
   // Each tensor as a flat list of numbers with a shape (empty = 1-D).
   struct Tensor {
     std::string name;
@@ -108,6 +118,10 @@ struct OperatorSpec {
   OperatorKind kind = OperatorKind::kElementwise;
   std::string description;
   std::vector<DType> dtypes;  // instantiations of the type variable T
+  // Instantiations of the second type variable U; empty when the operator has
+  // none. With U the operator is instantiated for every pair in
+  // dtypes x out_dtypes.
+  std::vector<DType> out_dtypes;
   std::vector<TensorParam> inputs;
   std::vector<TensorParam> outputs;
   std::vector<AttributeParam> attributes;

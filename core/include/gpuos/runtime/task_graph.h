@@ -1,0 +1,89 @@
+// A task graph: the unit the runtime submits (docs/runtime.md). Tasks name an
+// operator (resolved to a slot of the runtime's kernel image when added),
+// the tensors it reads and writes (raw device descriptors for now: inputs,
+// then outputs, as the operator declares them), attribute values, and the
+// tasks it depends on. A graph may be submitted any number of times.
+//
+// Not thread safe; a graph refers to the Runtime that made it, which must
+// outlive it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpuos/device/abi.h"
+#include "gpuos/dtype.h"
+#include "gpuos/status.h"
+
+namespace gpuos::runtime {
+
+class Runtime;
+
+using TaskId = std::uint32_t;  // index of a task in its graph, in the order added
+
+struct TaskOptions {
+  // Work items of the task (output elements for elementwise operators,
+  // output elements = reduced slices for reductions). 0: the element count
+  // of the first output.
+  long long work_items = 0;
+  // Tiles the work is split into across blocks. 0: chosen from the work
+  // (kWorkItemsPerTile elementwise, kSlicesPerTile otherwise), at most
+  // kMaxTiles.
+  std::uint32_t tiles = 0;
+};
+
+inline constexpr long long kWorkItemsPerTile = 8192;
+inline constexpr long long kSlicesPerTile = 256;
+inline constexpr std::uint32_t kMaxTiles = 65535;
+
+// Attribute values as canonical text (name -> "1.5", "true"), as in packs.
+using Attributes = std::vector<std::pair<std::string, std::string>>;
+
+class TaskGraph {
+ public:
+  explicit TaskGraph(const Runtime& runtime) : runtime_(&runtime) {}
+
+  // Adds a task running the newest version of operator `op` in the image,
+  // instantiated for `dtype`. Errors (InvalidArgument, naming the operator):
+  // unknown operator or dtype, a tensor count that differs from the
+  // operator's signature, bad attributes, a dependency that is not an
+  // earlier task of this graph.
+  Expected<TaskId> Add(const std::string& op, DType dtype,
+                       const std::vector<device::TensorDesc>& tensors,
+                       const Attributes& attributes = {}, const std::vector<TaskId>& deps = {},
+                       const TaskOptions& options = {});
+
+  // A task that does nothing (slot 0): a join point, or a measure of
+  // dispatch cost. Errors as Add for `deps`.
+  Expected<TaskId> AddNoop(const std::vector<TaskId>& deps = {});
+
+  std::size_t size() const { return tasks_.size(); }
+  bool empty() const { return tasks_.empty(); }
+
+  // For Runtime::Submit. tasks()[i].tensors index tensors(); successors of
+  // task i are successors()[tasks()[i].successor_begin ...
+  // + successor_count], filled by Finish(); dependency_counter holds the
+  // number of predecessors.
+  const std::vector<device::TaskDesc>& tasks() const { return tasks_; }
+  const std::vector<device::TensorDesc>& tensors() const { return tensors_; }
+  const std::vector<std::uint32_t>& successors() const;
+  // Logical operator id of each task (0 for no-ops), for statistics.
+  const std::vector<std::uint32_t>& logical_ops() const { return logical_ops_; }
+
+ private:
+  Expected<TaskId> Append(device::TaskDesc task, std::uint32_t logical,
+                          const std::vector<TaskId>& deps);
+  std::uint32_t InternTensor(const device::TensorDesc& desc);
+
+  const Runtime* runtime_;
+  mutable std::vector<device::TaskDesc> tasks_;  // successor fields set by successors()
+  std::vector<device::TensorDesc> tensors_;
+  std::vector<std::uint32_t> logical_ops_;
+  std::vector<std::vector<TaskId>> successor_lists_;
+  mutable std::vector<std::uint32_t> successors_;  // flattened on demand
+  mutable bool flattened_ = false;
+};
+
+}  // namespace gpuos::runtime

@@ -1,0 +1,334 @@
+// Device resources of the runtime: context, kernel image, queue memory,
+// buffers. The public Runtime methods forward here.
+#include <algorithm>
+#include <cstring>
+
+#include "gpuos/registry/jit_builder.h"
+#include "gpuos/registry/repository.h"
+#include "runtime_impl.h"
+
+namespace gpuos::runtime {
+namespace {
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t AlignUp(std::size_t value) { return (value + kAlign - 1) / kAlign * kAlign; }
+
+// Offsets of the pieces of one allocation, laid out in order.
+class Layout {
+ public:
+  std::size_t Add(std::size_t bytes) {
+    const std::size_t at = size_;
+    size_ = AlignUp(size_ + bytes);
+    return at;
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t size_ = 0;
+};
+
+}  // namespace
+
+RuntimeImpl::~RuntimeImpl() { (void)Shutdown(); }
+
+Status RuntimeImpl::MakeCurrent() const {
+  return Cuda(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+}
+
+Status RuntimeImpl::Init(const RuntimeConfig& config) {
+  auto driver = LoadCudaDriver();
+  if (!driver.ok()) {
+    const std::string message = driver.status().message();
+    return Unavailable(message.rfind("no CUDA device", 0) == 0 ? message
+                                                               : "no CUDA device: " + message);
+  }
+  driver_ = *driver;
+  auto count = CudaDeviceCount();
+  if (!count.ok()) return Unavailable("no CUDA device: " + count.status().message());
+  if (config.device < 0 || config.device >= *count) {
+    return InvalidArgument("RuntimeConfig::device is " + std::to_string(config.device) +
+                           " but the machine has " + std::to_string(*count) + " CUDA device(s)");
+  }
+  if (config.task_capacity == 0 || config.tensor_capacity == 0 || config.successor_capacity == 0 ||
+      config.submission_capacity == 0) {
+    return InvalidArgument("RuntimeConfig capacities must be positive");
+  }
+  GPUOS_ASSIGN_OR_RETURN(CudaDeviceInfo info, QueryCudaDevice(config.device));
+  device_name_ = info.name;
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuDeviceGet(&device_, config.device), "cuDeviceGet"));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain"));
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  GPUOS_RETURN_IF_ERROR(LoadImage(config));
+  int per_sm = 0;
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                 &per_sm, queue_worker_, device::kWorkerThreads, 0),
+                             "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+  const unsigned int fit = static_cast<unsigned int>(std::max(1, per_sm * info.multiprocessors));
+  blocks_ = config.blocks == 0 ? fit : std::min(config.blocks, fit);
+  GPUOS_RETURN_IF_ERROR(AllocateQueue(config));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuStreamCreate(&copy_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  stats_.worker_blocks = blocks_;
+  return Status::Ok();
+}
+
+Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
+  std::unique_ptr<registry::Repository> repository;
+  if (!config.repository_path.empty()) {
+    registry::RepositoryOptions options;
+    options.path = config.repository_path;
+    GPUOS_ASSIGN_OR_RETURN(repository, registry::Repository::Open(options));
+  }
+  if (!config.operators.empty()) {
+    specs_ = config.operators;
+  } else if (repository) {
+    GPUOS_ASSIGN_OR_RETURN(auto set, repository->CurrentOperatorSet());
+    for (auto& op : set) {
+      specs_.push_back(std::move(op.current));
+      if (op.previous) specs_.push_back(std::move(*op.previous));
+    }
+  } else {
+    return InvalidArgument(
+        "RuntimeConfig names no operators: set repository_path (an operator repository) or "
+        "operators");
+  }
+  std::string arch = config.arch;
+  if (arch.empty()) {
+    GPUOS_ASSIGN_OR_RETURN(arch, DetectGpuArch(config.device));
+  }
+  registry::JitOptions options;
+  options.arch = arch;
+  options.progress = registry::ProgressMode::kQuiet;
+  registry::InMemoryBuildCache memory_cache;
+  registry::BuildCache* cache =
+      repository ? static_cast<registry::BuildCache*>(repository.get()) : &memory_cache;
+  GPUOS_ASSIGN_OR_RETURN(image_, registry::JitBuilder(cache, options).Build(specs_));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuModuleLoadData(&module_, image_.cubin.data()), "cuModuleLoadData"));
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kImageAbiVersionSymbol),
+           "cuModuleGetGlobal(gpuos_image_abi_version)"));
+  unsigned int version = 0;
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemcpyDtoH(&version, address, sizeof(version)),
+                             "reading the image's ABI version"));
+  if (version != device::kRuntimeAbiVersion) {
+    return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
+                       ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
+                       "; rebuild it (gpuos-registry build)");
+  }
+  GPUOS_RETURN_IF_ERROR(Cuda(
+      driver_->cuModuleGetFunction(&queue_worker_, module_, registry::kQueueWorkerKernelSymbol),
+      "cuModuleGetFunction(gpuos_queue_worker)"));
+  // Logical ids: one per (operator, dtype), the newest version's slot.
+  std::vector<unsigned int> aliases(device::kMaxLogicalOps, 0);
+  for (const registry::ImageEntry& entry : image_.entries) {
+    const auto key = std::make_pair(entry.op_name, static_cast<int>(entry.dtype));
+    if (logical_by_name_.count(key) != 0) continue;
+    const registry::ImageEntry* latest = image_.FindLatest(entry.op_name, entry.dtype);
+    if (operators_.size() + 1 >= device::kMaxLogicalOps) {
+      return InvalidArgument("the image has more than " +
+                             std::to_string(device::kMaxLogicalOps - 1) +
+                             " operator instantiations; the alias table cannot hold them");
+    }
+    OperatorRef ref;
+    ref.name = latest->op_name;
+    ref.version = latest->version;
+    ref.dtype = latest->dtype;
+    ref.slot = latest->slot;
+    ref.logical = static_cast<std::uint32_t>(operators_.size() + 1);
+    for (const registry::OperatorSpec& spec : specs_) {
+      if (spec.name == ref.name && spec.version == ref.version) ref.spec = &spec;
+    }
+    aliases[ref.logical] = ref.slot;
+    logical_by_name_[key] = ref.logical;
+    operators_.push_back(ref);
+  }
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kAliasTableSymbol),
+           "cuModuleGetGlobal(gpuos_alias_table)"));
+  return Cuda(driver_->cuMemcpyHtoD(address, aliases.data(),
+                                    std::min(bytes, aliases.size() * sizeof(unsigned int))),
+              "writing the alias table");
+}
+
+Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
+  const std::uint32_t subs = config.submission_capacity;
+  const std::uint32_t tasks = config.task_capacity;
+  const std::uint32_t tensors = config.tensor_capacity;
+  const std::uint32_t edges = config.successor_capacity;
+  // Every task is pushed at most min(tiles, blocks) times while in flight.
+  const std::uint64_t ready64 = static_cast<std::uint64_t>(tasks) * 2 + blocks_;
+  const std::uint32_t ready =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(ready64, 1u << 30));
+
+  Layout host;
+  const std::size_t control_at = host.Add(sizeof(device::QueueControl));
+  const std::size_t subs_at = host.Add(subs * sizeof(device::Submission));
+  const std::size_t done_at = host.Add(subs * sizeof(std::uint64_t));
+  const std::size_t tasks_at = host.Add(std::size_t{tasks} * sizeof(device::TaskDesc));
+  const std::size_t tensors_at = host.Add(std::size_t{tensors} * sizeof(device::TensorDesc));
+  const std::size_t edges_at = host.Add(std::size_t{edges} * sizeof(std::uint32_t));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuMemHostAlloc(&host_block_, host.size(),
+                                   CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+           "cuMemHostAlloc(queue, " + std::to_string(host.size()) + " bytes)"));
+  std::memset(host_block_, 0, host.size());
+  CUdeviceptr host_device = 0;
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemHostGetDevicePointer(&host_device, host_block_, 0),
+                             "cuMemHostGetDevicePointer"));
+  auto* base = static_cast<unsigned char*>(host_block_);
+  control_ = reinterpret_cast<device::QueueControl*>(base + control_at);
+  submissions_ = reinterpret_cast<device::Submission*>(base + subs_at);
+  done_ = reinterpret_cast<std::uint64_t*>(base + done_at);
+  staged_tasks_ = reinterpret_cast<device::TaskDesc*>(base + tasks_at);
+  staged_tensors_ = reinterpret_cast<device::TensorDesc*>(base + tensors_at);
+  staged_successors_ = reinterpret_cast<std::uint32_t*>(base + edges_at);
+
+  Layout dev;
+  const std::size_t d_tasks = dev.Add(std::size_t{tasks} * sizeof(device::TaskDesc));
+  const std::size_t d_tensors = dev.Add(std::size_t{tensors} * sizeof(device::TensorDesc));
+  const std::size_t d_edges = dev.Add(std::size_t{edges} * sizeof(std::uint32_t));
+  const std::size_t d_nodes = dev.Add(std::size_t{tasks} * sizeof(device::NodeState));
+  const std::size_t d_ready = dev.Add(std::size_t{ready} * sizeof(std::uint64_t));
+  const std::size_t d_state = dev.Add(sizeof(device::QueueDeviceState));
+  const std::size_t d_remaining = dev.Add(subs * sizeof(std::uint32_t));
+  const std::size_t d_sequences = dev.Add(subs * sizeof(std::uint64_t));
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemAlloc(&device_block_, dev.size()),
+                             "cuMemAlloc(queue, " + std::to_string(dev.size()) + " bytes)"));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuMemsetD8(device_block_, 0, dev.size()), "cuMemsetD8(queue)"));
+
+  device::QueueParams& p = params_;
+  p.control = host_device + control_at;
+  p.submissions = host_device + subs_at;
+  p.done = host_device + done_at;
+  p.staged_tasks = host_device + tasks_at;
+  p.staged_tensors = host_device + tensors_at;
+  p.staged_successors = host_device + edges_at;
+  p.tasks = device_block_ + d_tasks;
+  p.tensors = device_block_ + d_tensors;
+  p.successors = device_block_ + d_edges;
+  p.nodes = device_block_ + d_nodes;
+  p.ready = device_block_ + d_ready;
+  p.state = device_block_ + d_state;
+  p.remaining = device_block_ + d_remaining;
+  p.sequences = device_block_ + d_sequences;
+  p.idle_park_ns =
+      static_cast<unsigned long long>(std::max<long long>(0, config.idle_park.count()) * 1000);
+  p.task_capacity = tasks;
+  p.tensor_capacity = tensors;
+  p.successor_capacity = edges;
+  p.submission_capacity = subs;
+  p.ready_capacity = ready;
+  p.pollers = std::min(2u, blocks_);
+  task_arena_ = RingArena(tasks);
+  tensor_arena_ = RingArena(tensors);
+  successor_arena_ = RingArena(edges);
+  return Status::Ok();
+}
+
+Expected<DeviceBuffer> RuntimeImpl::Allocate(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  CUdeviceptr address = 0;
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemAlloc(&address, std::max<std::size_t>(bytes, 1)),
+                             "cuMemAlloc(" + std::to_string(bytes) + " bytes)"));
+  allocations_.push_back(address);
+  return DeviceBuffer{address, bytes};
+}
+
+void RuntimeImpl::Free(const DeviceBuffer& buffer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find(allocations_.begin(), allocations_.end(), buffer.address);
+  if (it == allocations_.end()) return;
+  allocations_.erase(it);
+  deferred_frees_.push_back(buffer.address);
+  if (generation_ == 0 || GridIdle()) RunDeferredFrees();
+}
+
+void RuntimeImpl::RunDeferredFrees() {
+  for (CUdeviceptr address : deferred_frees_) (void)driver_->cuMemFree(address);
+  deferred_frees_.clear();
+}
+
+Status RuntimeImpl::Copy(bool to_device, std::uint64_t address, void* host, std::size_t bytes) {
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  if (bytes == 0) return Status::Ok();
+  const CUresult result = to_device
+                              ? driver_->cuMemcpyHtoDAsync(address, host, bytes, copy_stream_)
+                              : driver_->cuMemcpyDtoHAsync(host, address, bytes, copy_stream_);
+  GPUOS_RETURN_IF_ERROR(Cuda(result, to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync"));
+  return Cuda(driver_->cuStreamSynchronize(copy_stream_), "waiting for a copy");
+}
+
+Expected<OperatorRef> RuntimeImpl::Resolve(const std::string& op, DType dtype) const {
+  auto it = logical_by_name_.find({op, static_cast<int>(dtype)});
+  if (it != logical_by_name_.end()) return operators_[it->second - 1];
+  std::string dtypes;
+  std::string names;
+  for (const OperatorRef& ref : operators_) {
+    if (ref.name == op) dtypes += (dtypes.empty() ? "" : ", ") + std::string(DTypeName(ref.dtype));
+  }
+  if (!dtypes.empty()) {
+    return NotFound("operator '" + op + "' has no " + std::string(DTypeName(dtype)) +
+                    " instantiation in the kernel image (it has: " + dtypes + ")");
+  }
+  return NotFound("operator '" + op + "' is not in the kernel image (" +
+                  std::to_string(specs_.size()) +
+                  " operator versions); publish a pack that defines it");
+}
+
+const OperatorRef* RuntimeImpl::ByLogical(std::uint32_t logical) const {
+  if (logical == 0 || logical > operators_.size()) return nullptr;
+  return &operators_[logical - 1];
+}
+
+// Runtime: forwarding.
+
+Runtime::Runtime(std::unique_ptr<RuntimeImpl> impl) : impl_(std::move(impl)) {}
+Runtime::~Runtime() = default;
+
+Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeConfig& config) {
+  auto impl = std::make_unique<RuntimeImpl>();
+  GPUOS_RETURN_IF_ERROR(impl->Init(config));
+  return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
+}
+
+Expected<OperatorRef> Runtime::Resolve(const std::string& op, DType dtype) const {
+  return impl_->Resolve(op, dtype);
+}
+Expected<DeviceBuffer> Runtime::Allocate(std::size_t bytes) { return impl_->Allocate(bytes); }
+void Runtime::Free(const DeviceBuffer& buffer) { impl_->Free(buffer); }
+Status Runtime::CopyToDevice(std::uint64_t address, const void* source, std::size_t bytes) {
+  return impl_->Copy(true, address, const_cast<void*>(source), bytes);
+}
+Status Runtime::CopyToHost(void* destination, std::uint64_t address, std::size_t bytes) {
+  return impl_->Copy(false, address, destination, bytes);
+}
+Expected<Future> Runtime::Submit(const TaskGraph& graph) { return impl_->Submit(graph); }
+Status Runtime::Synchronize(std::chrono::microseconds timeout) {
+  return impl_->Synchronize(timeout);
+}
+Status Runtime::WaitUntilParked(std::chrono::microseconds timeout) {
+  return impl_->WaitUntilParked(timeout);
+}
+RuntimeStats Runtime::stats() const { return impl_->Stats(); }
+const registry::KernelImage& Runtime::image() const { return impl_->image(); }
+std::string Runtime::device_name() const { return impl_->device_name(); }
+Status Runtime::Shutdown() { return impl_->Shutdown(); }
+
+Status Future::Wait(std::chrono::microseconds timeout) const {
+  if (sequence_ == 0) return Status::Ok();
+  return runtime_->Wait(*this, timeout);
+}
+bool Future::Ready() const { return sequence_ == 0 || runtime_->Done(sequence_); }
+
+}  // namespace gpuos::runtime

@@ -1,0 +1,379 @@
+// The host side of the queue protocol (docs/runtime.md): publishing graphs,
+// backpressure, completions, relaunching a parked worker, shutdown.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "runtime_impl.h"
+
+namespace gpuos::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename T>
+T LoadAcquire(T* p) {
+  return std::atomic_ref<T>(*p).load(std::memory_order_acquire);
+}
+
+template <typename T>
+void StoreRelease(T* p, T value) {
+  std::atomic_ref<T>(*p).store(value, std::memory_order_release);
+}
+
+// Spins first (a completion is often a few microseconds away), then yields,
+// then sleeps, so a long wait does not burn a core.
+class Backoff {
+ public:
+  void Pause() {
+    ++rounds_;
+    if (rounds_ < 2000) return;
+    if (rounds_ < 4000) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+ private:
+  int rounds_ = 0;
+};
+
+const char* WorkerErrorName(unsigned int error) {
+  switch (error) {
+    case device::kWorkerBadOpcode:
+      return "bad opcode (no operator in that slot)";
+    case device::kWorkerBadTensorIndex:
+      return "tensor index outside the submission";
+    case device::kWorkerBadArity:
+      return "wrong number of tensors for the operator";
+    case device::kWorkerBadDType:
+      return "tensor dtype differs from the operator instantiation";
+    case device::kWorkerBadShape:
+      return "shapes do not broadcast or reduce as required";
+    case device::kWorkerScratchTooSmall:
+      return "accumulator larger than the scratch memory";
+    case device::kWorkerOperatorFailed:
+      return "operator code called ctx.fail()";
+    default:
+      return "unknown worker error";
+  }
+}
+
+}  // namespace
+
+long long RingArena::Allocate(std::uint32_t count) {
+  if (count == 0) return 0;
+  if (count > capacity_) return -1;
+  std::uint32_t start = 0;
+  if (!live_.empty()) {
+    const std::uint32_t head = live_.front().first;
+    const std::uint32_t tail = live_.back().second;
+    const bool wrapped = live_.back().first < head;
+    if (wrapped) {
+      if (tail + count > head) return -1;
+      start = tail;
+    } else if (tail + count <= capacity_) {
+      start = tail;
+    } else if (count <= head) {
+      start = 0;
+    } else {
+      return -1;
+    }
+  }
+  live_.emplace_back(start, start + count);
+  return start;
+}
+
+void RingArena::ReleaseOldest() {
+  if (!live_.empty()) live_.pop_front();
+}
+
+void RingArena::ReleaseNewest() {
+  if (!live_.empty()) live_.pop_back();
+}
+
+std::uint64_t RuntimeImpl::LoadDone(std::uint32_t slot) const { return LoadAcquire(done_ + slot); }
+
+bool RuntimeImpl::Done(std::uint64_t sequence) const {
+  const std::uint32_t slot =
+      static_cast<std::uint32_t>((sequence - 1) % params_.submission_capacity);
+  return LoadDone(slot) >= sequence;
+}
+
+bool RuntimeImpl::GridIdle() const { return driver_->cuStreamQuery(stream_) == CUDA_SUCCESS; }
+
+void RuntimeImpl::Reclaim() {
+  while (!in_flight_.empty() && Done(in_flight_.front().sequence)) {
+    const InFlight& oldest = in_flight_.front();
+    if (oldest.has_tasks) task_arena_.ReleaseOldest();
+    if (oldest.has_tensors) tensor_arena_.ReleaseOldest();
+    if (oldest.has_successors) successor_arena_.ReleaseOldest();
+    ready_reserved_ -= oldest.ready_entries;
+    in_flight_.pop_front();
+  }
+}
+
+Status RuntimeImpl::EnsureWorker() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
+  if (generation_ != 0 && parked < generation_) return Status::Ok();
+  if (GridIdle()) RunDeferredFrees();
+  params_.generation = ++generation_;
+  void* args[] = {&params_};
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuLaunchKernel(queue_worker_, blocks_, 1, 1, device::kWorkerThreads, 1, 1, 0,
+                                   stream_, args, nullptr),
+           "cuLaunchKernel(gpuos_queue_worker)"));
+  ++stats_.launches;
+  return Status::Ok();
+}
+
+Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  if (graph.empty()) return Future{};
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  const auto& tasks = graph.tasks();
+  const auto& tensors = graph.tensors();
+  const auto& edges = graph.successors();
+  const std::uint32_t task_count = static_cast<std::uint32_t>(tasks.size());
+  const std::uint32_t tensor_count = static_cast<std::uint32_t>(tensors.size());
+  const std::uint32_t edge_count = static_cast<std::uint32_t>(edges.size());
+  std::uint64_t ready_need = 0;
+  for (const device::TaskDesc& task : tasks) {
+    ready_need += std::min<std::uint32_t>(std::max(task.num_tiles, 1u), blocks_);
+  }
+  if (task_count > task_arena_.capacity() || tensor_count > tensor_arena_.capacity() ||
+      edge_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
+    return InvalidArgument("a graph of " + std::to_string(task_count) + " tasks, " +
+                           std::to_string(tensor_count) + " tensors and " +
+                           std::to_string(edge_count) +
+                           " edges does not fit the queue (capacities: tasks " +
+                           std::to_string(task_arena_.capacity()) + ", tensors " +
+                           std::to_string(tensor_arena_.capacity()) + ", edges " +
+                           std::to_string(successor_arena_.capacity()) +
+                           "); raise RuntimeConfig's capacities or split the graph");
+  }
+
+  // Backpressure: wait for older submissions to finish; never overwrite.
+  long long task_begin = -1, tensor_begin = -1, edge_begin = -1;
+  Backoff backoff;
+  bool waited = false;
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    Reclaim();
+    if (in_flight_.size() < params_.submission_capacity &&
+        ready_reserved_ + ready_need <= params_.ready_capacity) {
+      task_begin = task_arena_.Allocate(task_count);
+      tensor_begin = task_begin < 0 ? -1 : tensor_arena_.Allocate(tensor_count);
+      edge_begin = tensor_begin < 0 ? -1 : successor_arena_.Allocate(edge_count);
+      if (edge_begin >= 0) break;
+      // Undo partial allocations (they are the newest).
+      if (task_begin >= 0 && task_count > 0) task_arena_.ReleaseNewest();
+      if (tensor_begin >= 0 && tensor_count > 0) tensor_arena_.ReleaseNewest();
+    }
+    waited = true;
+    if (Clock::now() - start > std::chrono::seconds(60)) {
+      return Unavailable(
+          "Submit waited 60 s for room in the queue; the worker made no "
+          "progress (" +
+          std::to_string(in_flight_.size()) + " submissions in flight)");
+    }
+    GPUOS_RETURN_IF_ERROR(EnsureWorker());
+    backoff.Pause();
+  }
+  if (waited) ++stats_.backpressure_waits;
+
+  const std::uint32_t first_id = next_task_id_;
+  next_task_id_ += task_count;
+  for (std::uint32_t i = 0; i < task_count; ++i) {
+    device::TaskDesc task = tasks[i];
+    for (unsigned int k = 0; k < task.num_tensors && k < device::kMaxTaskTensors; ++k) {
+      task.tensors[k] += static_cast<int>(tensor_begin);
+    }
+    task.successor_begin += static_cast<std::uint32_t>(edge_begin);
+    task.task_id = first_id + i;
+    staged_tasks_[task_begin + i] = task;
+  }
+  std::copy(tensors.begin(), tensors.end(), staged_tensors_ + tensor_begin);
+  for (std::uint32_t e = 0; e < edge_count; ++e) {
+    staged_successors_[edge_begin + e] = edges[e] + static_cast<std::uint32_t>(task_begin);
+  }
+  const std::uint64_t sequence = next_sequence_++;
+  const std::uint32_t slot =
+      static_cast<std::uint32_t>((sequence - 1) % params_.submission_capacity);
+  device::Submission& record = submissions_[slot];
+  record.sequence = sequence;
+  record.task_begin = static_cast<std::uint32_t>(task_begin);
+  record.task_count = task_count;
+  record.tensor_begin = static_cast<std::uint32_t>(tensor_begin);
+  record.tensor_count = tensor_count;
+  record.successor_begin = static_cast<std::uint32_t>(edge_begin);
+  record.successor_count = edge_count;
+  StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
+
+  InFlight entry;
+  entry.sequence = sequence;
+  entry.has_tasks = task_count > 0;
+  entry.has_tensors = tensor_count > 0;
+  entry.has_successors = edge_count > 0;
+  entry.tasks = task_count;
+  entry.ready_entries = static_cast<std::uint32_t>(ready_need);
+  ready_reserved_ += entry.ready_entries;
+  in_flight_.push_back(entry);
+  GPUOS_RETURN_IF_ERROR(EnsureWorker());
+
+  ++stats_.submissions;
+  stats_.tasks_submitted += task_count;
+  stats_.max_queue_depth = std::max<std::uint64_t>(stats_.max_queue_depth, in_flight_.size());
+  std::uint64_t tasks_in_flight = 0;
+  for (const InFlight& f : in_flight_) tasks_in_flight += f.tasks;
+  stats_.max_tasks_in_flight = std::max(stats_.max_tasks_in_flight, tasks_in_flight);
+  for (std::uint32_t logical : graph.logical_ops()) {
+    const OperatorRef* ref = ByLogical(logical);
+    ++stats_.tasks_per_operator[ref == nullptr ? std::string("noop")
+                                               : ref->name + " " + DTypeName(ref->dtype)];
+  }
+
+  Future future;
+  future.runtime_ = this;
+  future.sequence_ = sequence;
+  future.first_task_id_ = first_id;
+  future.task_count_ = task_count;
+  return future;
+}
+
+Status RuntimeImpl::WorkerError(std::uint32_t first_task_id, std::uint32_t count) const {
+  const unsigned int error = LoadAcquire(&control_->status.error);
+  if (error == device::kWorkerOk) return Status::Ok();
+  const unsigned int task_id = LoadAcquire(&control_->status.task_id);
+  if (task_id - first_task_id >= count) return Status::Ok();  // another submission's
+  const std::string message = "task " + std::to_string(task_id - first_task_id) +
+                              " of the submission failed on the GPU: " + WorkerErrorName(error) +
+                              " (detail " + std::to_string(LoadAcquire(&control_->status.detail)) +
+                              ")";
+  return error == device::kWorkerOperatorFailed ? FailedPrecondition(message)
+                                                : InvalidArgument(message);
+}
+
+Status RuntimeImpl::Wait(const Future& future, std::chrono::microseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  Backoff backoff;
+  int polls = 0;
+  while (!Done(future.sequence_)) {
+    if ((++polls & 1023) == 0) {
+      GPUOS_RETURN_IF_ERROR(MakeCurrent());
+      const CUresult result = driver_->cuStreamQuery(stream_);
+      if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY) {
+        return Cuda(result, "the worker");
+      }
+      if (Clock::now() > deadline) {
+        return Unavailable("submission " + std::to_string(future.sequence_) + " (" +
+                           std::to_string(future.task_count_) + " tasks) did not finish within " +
+                           std::to_string(timeout.count()) + " us; tiles completed so far: " +
+                           std::to_string(LoadAcquire(&control_->completed_tasks)));
+      }
+    }
+    backoff.Pause();
+  }
+  return WorkerError(future.first_task_id_, future.task_count_);
+}
+
+Status RuntimeImpl::Synchronize(std::chrono::microseconds timeout) {
+  Future last;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (next_sequence_ == 1) return Status::Ok();
+    last.runtime_ = this;
+    last.sequence_ = next_sequence_ - 1;
+  }
+  const Clock::time_point deadline = Clock::now() + timeout;
+  // Submissions complete out of order: wait for each one still in flight.
+  for (std::uint64_t s = 1; s <= last.sequence_; ++s) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      Reclaim();
+      if (in_flight_.empty()) break;
+      s = std::max(s, in_flight_.front().sequence);
+    }
+    Future f = last;
+    f.sequence_ = s;
+    f.task_count_ = 0;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+    GPUOS_RETURN_IF_ERROR(Wait(f, std::max(left, std::chrono::microseconds(0))));
+  }
+  const unsigned int error = LoadAcquire(&control_->status.error);
+  if (error != device::kWorkerOk) {
+    return InvalidArgument(std::string("a task failed on the GPU: ") + WorkerErrorName(error));
+  }
+  return Status::Ok();
+}
+
+Status RuntimeImpl::WaitUntilParked(std::chrono::microseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      GPUOS_RETURN_IF_ERROR(MakeCurrent());
+      const CUresult result = driver_->cuStreamQuery(stream_);
+      if (result == CUDA_SUCCESS) {
+        RunDeferredFrees();
+        return Status::Ok();
+      }
+      if (result != CUDA_ERROR_NOT_READY) return Cuda(result, "the worker");
+    }
+    if (Clock::now() > deadline) {
+      return Unavailable("the worker did not park within " + std::to_string(timeout.count()) +
+                         " us");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+RuntimeStats RuntimeImpl::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  RuntimeStats stats = stats_;
+  if (control_ != nullptr) {
+    stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
+    const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
+    stats.parks = generation_ == 0 ? 0 : (generation_ - 1) + (parked >= generation_ ? 1 : 0);
+  }
+  stats.relaunches = stats.launches == 0 ? 0 : stats.launches - 1;
+  return stats;
+}
+
+Status RuntimeImpl::Shutdown() {
+  if (driver_ == nullptr) return Status::Ok();
+  Status first;
+  if (control_ != nullptr && !shut_down_) first = Synchronize(std::chrono::seconds(10));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  shut_down_ = true;
+  if (context_ == nullptr) return first;
+  (void)MakeCurrent();
+  if (control_ != nullptr) StoreRelease(&control_->stop, 1u);
+  if (stream_ != nullptr) {
+    Status parked = Cuda(driver_->cuStreamSynchronize(stream_), "parking the worker");
+    if (first.ok()) first = parked;
+    (void)driver_->cuStreamDestroy(stream_);
+  }
+  if (copy_stream_ != nullptr) (void)driver_->cuStreamDestroy(copy_stream_);
+  RunDeferredFrees();
+  for (CUdeviceptr address : allocations_) (void)driver_->cuMemFree(address);
+  allocations_.clear();
+  if (device_block_ != 0) (void)driver_->cuMemFree(device_block_);
+  if (host_block_ != nullptr) (void)driver_->cuMemFreeHost(host_block_);
+  if (module_ != nullptr) (void)driver_->cuModuleUnload(module_);
+  (void)driver_->cuDevicePrimaryCtxRelease(device_);
+  device_block_ = 0;
+  host_block_ = nullptr;
+  control_ = nullptr;
+  module_ = nullptr;
+  context_ = nullptr;
+  return first;
+}
+
+}  // namespace gpuos::runtime

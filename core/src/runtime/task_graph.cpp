@@ -1,0 +1,108 @@
+#include "gpuos/runtime/task_graph.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "gpuos/registry/codegen.h"
+#include "gpuos/runtime/runtime.h"
+
+namespace gpuos::runtime {
+
+std::uint32_t TaskGraph::InternTensor(const device::TensorDesc& desc) {
+  // Tasks of a graph mostly share a few tensors; storing each once keeps the
+  // payload copied to the device small.
+  for (std::size_t i = tensors_.size(); i-- > 0;) {
+    if (std::memcmp(&tensors_[i], &desc, sizeof(desc)) == 0) return static_cast<std::uint32_t>(i);
+    if (tensors_.size() - i > 32) break;
+  }
+  tensors_.push_back(desc);
+  return static_cast<std::uint32_t>(tensors_.size() - 1);
+}
+
+Expected<TaskId> TaskGraph::Append(device::TaskDesc task, std::uint32_t logical,
+                                   const std::vector<TaskId>& deps) {
+  const TaskId id = static_cast<TaskId>(tasks_.size());
+  for (TaskId dep : deps) {
+    if (dep >= id) {
+      return InvalidArgument("task " + std::to_string(id) + " depends on task " +
+                             std::to_string(dep) +
+                             ", which is not an earlier task of the graph (add tasks after "
+                             "the tasks they depend on)");
+    }
+  }
+  std::vector<TaskId> unique = deps;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  task.dependency_counter = static_cast<unsigned int>(unique.size());
+  for (TaskId dep : unique) successor_lists_[dep].push_back(id);
+  tasks_.push_back(task);
+  logical_ops_.push_back(logical);
+  successor_lists_.emplace_back();
+  flattened_ = false;
+  return id;
+}
+
+Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
+                                const std::vector<device::TensorDesc>& tensors,
+                                const Attributes& attributes, const std::vector<TaskId>& deps,
+                                const TaskOptions& options) {
+  GPUOS_ASSIGN_OR_RETURN(const OperatorRef ref, runtime_->Resolve(op, dtype));
+  const std::string what =
+      "task " + std::to_string(tasks_.size()) + " (" + op + " " + DTypeName(dtype) + ")";
+  if (ref.spec == nullptr) return Internal(what + ": the image entry has no spec");
+  const registry::OperatorSpec& spec = *ref.spec;
+  const std::size_t arity = spec.inputs.size() + spec.outputs.size();
+  if (tensors.size() != arity) {
+    return InvalidArgument(what + ": got " + std::to_string(tensors.size()) +
+                           " tensors; the operator takes " + std::to_string(spec.inputs.size()) +
+                           " inputs and " + std::to_string(spec.outputs.size()) + " outputs");
+  }
+  auto slots = registry::EncodeAttributeSlots(spec, attributes);
+  if (!slots.ok()) return slots.status().WithContext(what);
+  device::TaskDesc task = {};
+  task.opcode = ref.slot;
+  task.logical_op = ref.logical;
+  task.num_tensors = static_cast<unsigned int>(tensors.size());
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    task.tensors[k] = static_cast<int>(InternTensor(tensors[k]));
+  }
+  for (std::size_t k = 0; k < slots->size(); ++k) task.scalars[k].bits = (*slots)[k];
+  long long items = options.work_items;
+  if (items <= 0) {
+    const std::size_t first_output = spec.inputs.size() < tensors.size() ? spec.inputs.size() : 0;
+    items = tensors.empty() ? 1 : tensors[first_output].numel;
+  }
+  task.begin = 0;
+  task.end = items;
+  std::uint32_t tiles = options.tiles;
+  if (tiles == 0) {
+    const long long per_tile =
+        spec.kind == registry::OperatorKind::kElementwise ? kWorkItemsPerTile : kSlicesPerTile;
+    tiles = static_cast<std::uint32_t>(
+        std::clamp<long long>((items + per_tile - 1) / per_tile, 1, kMaxTiles));
+  }
+  task.num_tiles = std::min(tiles, kMaxTiles);
+  return Append(task, ref.logical, deps);
+}
+
+Expected<TaskId> TaskGraph::AddNoop(const std::vector<TaskId>& deps) {
+  device::TaskDesc task = {};
+  task.num_tiles = 1;
+  return Append(task, 0, deps);
+}
+
+const std::vector<std::uint32_t>& TaskGraph::successors() const {
+  if (!flattened_) {
+    successors_.clear();
+    for (std::size_t i = 0; i < tasks_.size(); ++i) {
+      device::TaskDesc& task = tasks_[i];
+      task.successor_begin = static_cast<unsigned int>(successors_.size());
+      task.successor_count = static_cast<unsigned int>(successor_lists_[i].size());
+      successors_.insert(successors_.end(), successor_lists_[i].begin(), successor_lists_[i].end());
+    }
+    flattened_ = true;
+  }
+  return successors_;
+}
+
+}  // namespace gpuos::runtime

@@ -1,0 +1,264 @@
+// The persistent-kernel runtime on a GPU: long chains, fan-out/fan-in,
+// backpressure, parking, a device synchronize from another thread, errors.
+// Every output is poisoned (NaN) first and checked against the CPU. Skips
+// with the reason where there is no GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <thread>
+
+#include "gpuos/cuda_driver.h"
+#include "runtime_test_util.h"
+
+namespace gpuos::runtime {
+namespace {
+
+using testing::DeviceTensor;
+using testing::Download;
+using testing::Upload;
+
+class RuntimeGpuTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Runtime> Open(RuntimeConfig config = {}) {
+    std::string skip, error;
+    auto runtime = testing::OpenTestRuntime(config, &skip, &error);
+    if (!skip.empty()) skip_ = skip;
+    if (!error.empty()) ADD_FAILURE() << error;
+    return runtime;
+  }
+  std::string skip_;
+};
+
+#define OPEN_OR_SKIP(var, config)            \
+  auto var = Open(config);                   \
+  if (!skip_.empty()) GTEST_SKIP() << skip_; \
+  ASSERT_NE(var, nullptr)
+
+std::vector<float> Filled(std::size_t n, float value) { return std::vector<float>(n, value); }
+
+std::vector<float> Iota(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 97);
+  return v;
+}
+
+// 2000 dependent tasks, each split into 3 tiles: buffers ping-pong, each step
+// adds alpha * ones. A task that ran before its predecessor would read a
+// stale buffer and the sum would be off.
+TEST_F(RuntimeGpuTest, ChainOfThousandsOfDependentTasks) {
+  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  constexpr std::size_t kN = 20000;
+  constexpr int kSteps = 2000;
+  auto x = Upload(*runtime, Iota(kN, 0.5f));
+  auto y = Upload(*runtime, Filled(kN, NAN));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(x.ok() && y.ok() && ones.ok());
+  TaskGraph graph(*runtime);
+  DeviceTensor* bufs[2] = {&*x, &*y};
+  double expected_increment = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const int alpha = 1 + i % 3;
+    expected_increment += alpha;
+    std::vector<TaskId> deps;
+    if (i > 0) deps.push_back(static_cast<TaskId>(i - 1));
+    auto id =
+        graph.Add("add", DType::kF32, {bufs[i % 2]->desc, ones->desc, bufs[(i + 1) % 2]->desc},
+                  {{"alpha", std::to_string(alpha)}}, deps);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+  }
+  EXPECT_EQ(graph.tasks()[0].num_tiles, 3u);
+  auto future = runtime->Submit(graph);
+  ASSERT_TRUE(future.ok()) << future.status().ToString();
+  ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok());
+  auto out = Download(*runtime, *bufs[kSteps % 2]);
+  ASSERT_TRUE(out.ok());
+  const std::vector<float> start = Iota(kN, 0.5f);
+  for (std::size_t i = 0; i < kN; ++i) {
+    ASSERT_FLOAT_EQ((*out)[i], static_cast<float>(start[i] + expected_increment)) << "at " << i;
+  }
+  ASSERT_TRUE(runtime->WaitUntilParked().ok());  // parking flushes the tile counts
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_EQ(stats.tasks_per_operator.at("add f32"), static_cast<std::uint64_t>(kSteps));
+  EXPECT_GE(stats.tiles_completed, static_cast<std::uint64_t>(kSteps) * 3);
+}
+
+// root -> 16 branches (a + k) -> pairwise tree of adds -> one output.
+TEST_F(RuntimeGpuTest, FanOutFanIn) {
+  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  constexpr std::size_t kN = 4096;
+  constexpr int kBranches = 16;
+  auto x = Upload(*runtime, Iota(kN, 1.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  auto a = Upload(*runtime, Filled(kN, NAN));
+  ASSERT_TRUE(x.ok() && ones.ok() && a.ok());
+  std::vector<DeviceTensor> level;
+  for (int k = 0; k < kBranches; ++k) {
+    auto b = Upload(*runtime, Filled(kN, NAN));
+    ASSERT_TRUE(b.ok());
+    level.push_back(*b);
+  }
+  TaskGraph graph(*runtime);
+  auto root = graph.Add("add", DType::kF32, {x->desc, x->desc, a->desc});  // a = 2x
+  ASSERT_TRUE(root.ok());
+  std::vector<TaskId> ids;
+  for (int k = 0; k < kBranches; ++k) {
+    auto id = graph.Add("add", DType::kF32, {a->desc, ones->desc, level[k].desc},
+                        {{"alpha", std::to_string(k)}}, {*root});
+    ASSERT_TRUE(id.ok());
+    ids.push_back(*id);
+  }
+  // In place: level[i] += level[i + width].
+  for (int width = kBranches / 2; width >= 1; width /= 2) {
+    std::vector<TaskId> next;
+    for (int i = 0; i < width; ++i) {
+      auto id = graph.Add("add", DType::kF32, {level[i].desc, level[i + width].desc, level[i].desc},
+                          {}, {ids[i], ids[i + width]});
+      ASSERT_TRUE(id.ok());
+      next.push_back(*id);
+    }
+    ids = next;
+  }
+  auto future = runtime->Submit(graph);
+  ASSERT_TRUE(future.ok());
+  ASSERT_TRUE(future->Wait(std::chrono::seconds(10)).ok());
+  auto out = Download(*runtime, level[0]);
+  ASSERT_TRUE(out.ok());
+  const std::vector<float> xs = Iota(kN, 1.0f);
+  for (std::size_t i = 0; i < kN; ++i) {
+    const double expected = kBranches * 2.0 * xs[i] + kBranches * (kBranches - 1) / 2.0;
+    ASSERT_NEAR((*out)[i], expected, 1e-3 * std::abs(expected)) << "at " << i;
+  }
+}
+
+// A queue of 64 tasks and 4 submissions: 300 graphs of 8 in-place steps each
+// must all run, with Submit waiting for room instead of overwriting.
+TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
+  RuntimeConfig config;
+  config.task_capacity = 64;
+  config.tensor_capacity = 64;
+  config.successor_capacity = 64;
+  config.submission_capacity = 4;
+  OPEN_OR_SKIP(runtime, config);
+  constexpr int kGraphs = 300;
+  constexpr int kSteps = 8;
+  constexpr std::size_t kN = 256;
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(ones.ok());
+  std::vector<DeviceTensor> accumulators;
+  std::vector<Future> futures;
+  for (int g = 0; g < kGraphs; ++g) {
+    auto acc = Upload(*runtime, Filled(kN, static_cast<float>(g)));
+    ASSERT_TRUE(acc.ok());
+    accumulators.push_back(*acc);
+    TaskGraph graph(*runtime);
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<TaskId> deps;
+      if (s > 0) deps.push_back(static_cast<TaskId>(s - 1));
+      ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}, {}, deps).ok());
+    }
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    futures.push_back(*future);
+  }
+  for (const Future& f : futures) ASSERT_TRUE(f.Wait(std::chrono::seconds(10)).ok());
+  for (int g = 0; g < kGraphs; ++g) {
+    auto out = Download(*runtime, accumulators[g]);
+    ASSERT_TRUE(out.ok());
+    for (float v : *out) ASSERT_EQ(v, static_cast<float>(g + kSteps)) << "graph " << g;
+  }
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_GT(stats.backpressure_waits, 0u);
+  EXPECT_LE(stats.max_queue_depth, 4u);
+}
+
+// Intermittent load: the worker parks between bursts and is relaunched.
+TEST_F(RuntimeGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::microseconds(200);
+  OPEN_OR_SKIP(runtime, config);
+  constexpr std::size_t kN = 1000;
+  auto acc = Upload(*runtime, Filled(kN, 0.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  constexpr int kBursts = 6;
+  for (int burst = 0; burst < kBursts; ++burst) {
+    TaskGraph graph(*runtime);
+    ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok());
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
+    ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  }
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, static_cast<float>(kBursts));
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_EQ(stats.launches, static_cast<std::uint64_t>(kBursts));
+  EXPECT_EQ(stats.relaunches, static_cast<std::uint64_t>(kBursts - 1));
+  EXPECT_EQ(stats.parks, static_cast<std::uint64_t>(kBursts));
+}
+
+// cuCtxSynchronize waits for every kernel, the worker included: it returns
+// because the idle worker parks by itself.
+TEST_F(RuntimeGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::microseconds(500);
+  OPEN_OR_SKIP(runtime, config);
+  auto acc = Upload(*runtime, Filled(100, 0.0f));
+  auto ones = Upload(*runtime, Filled(100, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
+  auto first = runtime->Submit(graph);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->Wait().ok());
+  auto synced = std::async(std::launch::async, [] {
+    auto driver = LoadCudaDriver();
+    if (!driver.ok()) return std::string("no driver");
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+    (*driver)->cuDeviceGet(&dev, 0);
+    (*driver)->cuDevicePrimaryCtxRetain(&ctx, dev);
+    (*driver)->cuCtxSetCurrent(ctx);
+    const CUresult result = (*driver)->cuCtxSynchronize();
+    (*driver)->cuDevicePrimaryCtxRelease(dev);
+    return result == CUDA_SUCCESS ? std::string() : std::string("cuCtxSynchronize failed");
+  });
+  ASSERT_EQ(synced.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "cuCtxSynchronize did not return: the worker did not park";
+  EXPECT_EQ(synced.get(), "");
+  // The runtime still works afterwards (relaunch).
+  auto second = runtime->Submit(graph);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second->Wait().ok());
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, 2.0f);
+}
+
+// Many independent no-op and tiny tasks in one graph, and a failing task.
+TEST_F(RuntimeGpuTest, IndependentTasksAndErrors) {
+  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  TaskGraph noops(*runtime);
+  for (int i = 0; i < 10000; ++i) ASSERT_TRUE(noops.AddNoop().ok());
+  auto done = runtime->Submit(noops);
+  ASSERT_TRUE(done.ok());
+  ASSERT_TRUE(done->Wait(std::chrono::seconds(10)).ok());
+
+  auto a = Upload(*runtime, Filled(64, 1.0f));
+  ASSERT_TRUE(a.ok());
+  device::TensorDesc wrong = a->desc;
+  wrong.dtype = device::kDTypeF64;  // the f32 instantiation rejects it
+  TaskGraph bad(*runtime);
+  ASSERT_TRUE(bad.Add("add", DType::kF32, {a->desc, wrong, a->desc}).ok());
+  auto failed = runtime->Submit(bad);
+  ASSERT_TRUE(failed.ok());
+  const Status status = failed->Wait(std::chrono::seconds(10));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  EXPECT_NE(status.message().find("dtype"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace gpuos::runtime
