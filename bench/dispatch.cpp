@@ -2,6 +2,8 @@
 //   chain100_64x64_f32   100 dependent `add` ops on a 64x64 f32 tensor:
 //                        cuda_launch (one launch of the one-shot worker per op),
 //                        cuda_graph (those launches captured in a CUDA graph),
+//                        cuda_one_kernel (one launch of one block running the
+//                        100 tasks in order: operator time without dispatch),
 //                        gpuos (one submitted graph, worker running)
 //   dispatch_chain       per step, a chain of 10000 dependent no-op tasks
 //   dispatch_independent per task, 20000 independent no-op tasks in one graph
@@ -141,6 +143,11 @@ int Main(int argc, char** argv) {
                                  nullptr));
     }
   };
+  device::WorkerParams serial = {};
+  serial.tasks = task_buffer->address;
+  serial.tensors = desc_buffer->address;
+  serial.num_tasks = kOps;
+  serial.num_tensors = static_cast<unsigned int>(chain.tensors().size());
   CUgraph graph = nullptr;
   CUgraphExec graph_exec = nullptr;
   CHECK_CU(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
@@ -157,6 +164,13 @@ int Main(int argc, char** argv) {
       {"cuda_graph",
        [&] {
          CHECK_CU(d->cuGraphLaunch(graph_exec, stream));
+         CHECK_CU(d->cuStreamSynchronize(stream));
+       }},
+      {"cuda_one_kernel",
+       [&] {
+         void* args[] = {&serial};
+         CHECK_CU(d->cuLaunchKernel(worker, 1, 1, 1, device::kWorkerThreads, 1, 1, 0, stream, args,
+                                    nullptr));
          CHECK_CU(d->cuStreamSynchronize(stream));
        }},
       {"gpuos",
@@ -272,8 +286,12 @@ int Main(int argc, char** argv) {
   std::printf("chain100: cuda_launch/gpuos = %.2fx, cuda_graph/gpuos = %.2fx\n", launch / ours,
               cgraph / ours);
   const RuntimeStats stats = runtime->stats();
-  doc["runtime_stats"] = {
-      {"launches", stats.launches}, {"parks", stats.parks}, {"submissions", stats.submissions}};
+  doc["runtime_stats"] = {{"launches", stats.launches},
+                          {"parks", stats.parks},
+                          {"submissions", stats.submissions},
+                          {"worker_sm_clock_mhz", stats.worker_sm_clock_mhz}};
+  std::printf("worker blocks %u, SM clock seen by the worker %.0f MHz\n", stats.worker_blocks,
+              stats.worker_sm_clock_mhz);
   std::ofstream(out_path) << doc.dump(2) << "\n";
   CHECK_OK(runtime->WaitUntilParked());
   (void)d->cuGraphExecDestroy(graph_exec);

@@ -32,6 +32,23 @@ __device__ __noinline__ long long LinearToOffset(const TensorDesc& desc, long lo
   return offset;
 }
 
+__device__ __noinline__ bool DenseElementwise(const OpCall& call, int num_inputs, int num_outputs) {
+  const TensorDesc& shape = call.tensor(num_inputs);
+  if (call.task->begin < 0 || call.task->end > shape.numel) return false;
+  const int count = num_inputs + num_outputs;
+  for (int k = 0; k < count; ++k) {
+    const TensorDesc& t = call.tensor(k);
+    if (t.rank != shape.rank || t.numel != shape.numel) return false;
+    long long expected = 1;
+    for (int d = t.rank - 1; d >= 0; --d) {
+      if (t.sizes[d] != shape.sizes[d]) return false;
+      if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
+      expected *= t.sizes[d];
+    }
+  }
+  return true;
+}
+
 __device__ __noinline__ bool PrepareElementwise(const OpCall& call, int num_inputs, int num_outputs,
                                                 bool* dense) {
   const TensorDesc& shape = call.tensor(num_inputs);

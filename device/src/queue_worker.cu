@@ -1,21 +1,32 @@
 // The persistent worker: `gpuos_queue_worker`, one long-lived grid per GPU
 // fed through the queue in gpuos/device/queue.h (docs/runtime.md).
 //
-// Every block loops: take a ready task from the device ready ring; else claim
-// the next published submission, copy its graph from mapped host memory into
-// the device mirrors, initialize its dependency counters and push its root
-// tasks; else, after idle_park_ns without work anywhere, exit (park). A block
-// that finishes a task decrements its successors' counters, runs the first
-// successor that becomes ready itself and pushes the others. A task with
-// num_tiles > 1 is split into tiles: the first block to claim one pushes
-// min(num_tiles, gridDim.x) - 1 more references so other blocks help, and
-// the block finishing the last tile completes the task.
+// Every block loops: take a batch of ready tasks from the device ready ring
+// and run each; else claim the next published submission, copy its graph
+// from mapped host memory into the device mirrors, initialize its dependency
+// counters, push its root tasks but the first and run that one itself; else,
+// after idle_park_ns without work anywhere, exit (park).
 //
-// Launch: grid = blocks that fit (all resident), block = kWorkerThreads, no
-// dynamic shared memory, one parameter (QueueParams, by value).
+// Running a task (RunChain): its descriptor comes from a window of
+// kWindow consecutive descriptors held in shared memory (with each one's
+// first successor), and its tensor descriptors from the previous task's when
+// the indices repeat, so a chain step mostly touches shared memory only.
+// When a task's only successor has this task as its only predecessor, the
+// block runs it next without any atomic or fence (__syncthreads makes the
+// results visible within the block). Otherwise it fences, decrements each
+// successor's counter, runs the first that becomes ready and pushes the
+// others. A task with num_tiles > 1 is split into tiles: the first block to
+// claim one pushes min(num_tiles, gridDim.x) - 1 helper references so other
+// blocks join, and the block finishing the last tile completes the task.
+// Completions are counted per block and subtracted from the submission's
+// `remaining` once per batch (queue_sync.cuh, Completions).
+//
+// Launch: grid = one block per SM by default (all resident), block =
+// kWorkerThreads, no dynamic shared memory, one parameter (QueueParams).
 #include "gpuos/device/abi.h"
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/queue.h"
+#include "gpuos/device/queue_sync.cuh"
 
 extern "C" __device__ void gpuos_run_task(const gpuos::device::OpCall& call);
 
@@ -25,182 +36,130 @@ using gpuos::device::kMaxTaskTensors;
 using gpuos::device::kNoDependencyCounter;
 using gpuos::device::NodeState;
 using gpuos::device::OpCall;
-using gpuos::device::QueueControl;
-using gpuos::device::QueueDeviceState;
-using gpuos::device::QueueParams;
 using gpuos::device::Submission;
 using gpuos::device::TaskDesc;
 using gpuos::device::TensorDesc;
+using namespace gpuos::device::queue;  // NOLINT: the worker's own helpers
 
-constexpr unsigned long long kNone = ~0ull;
-constexpr unsigned long long kContended = ~0ull - 1;  // lost a race: try again at once
+constexpr unsigned int kWindow = 16;  // task descriptors cached per block
+constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
+constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 
 enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kExit };
 
-__device__ __forceinline__ unsigned long long GlobalTimerNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// Acquire at system scope: the host's writes before its release of *p are
-// visible after this load.
-__device__ __forceinline__ unsigned long long LoadAcquireSys(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-template <typename T>
-__device__ __forceinline__ T Volatile(const T* p) {
-  return *reinterpret_cast<const volatile T*>(p);
-}
-
-template <typename T>
-__device__ __forceinline__ void StoreVolatile(T* p, T v) {
-  *reinterpret_cast<volatile T*>(p) = v;
-}
-
-struct Queue {
-  QueueControl* control;
-  const Submission* submissions;
-  unsigned long long* done;
-  const TaskDesc* staged_tasks;
-  const TensorDesc* staged_tensors;
-  const unsigned int* staged_successors;
-  TaskDesc* tasks;
-  TensorDesc* tensors;
-  unsigned int* successors;
-  NodeState* nodes;
-  unsigned long long* ready;
-  QueueDeviceState* state;
-  unsigned int* remaining;
-  unsigned long long* sequences;
-  unsigned long long idle_park_ns;
-  unsigned long long generation;
-  unsigned int tensor_capacity;
-  unsigned int submission_capacity;
-  unsigned int ready_capacity;
+// Per-block caches in shared memory. Valid for the tasks of the submissions
+// admitted before they were filled: `Invalidate` at every new batch, since a
+// finished submission's arena ranges are reused (the block's own unflushed
+// completions keep its batch's submissions in flight until the batch ends).
+struct BlockCache {
+  TaskDesc window[kWindow];               // descriptors [window_base, window_base + window_count)
+  unsigned int first_successor[kWindow];  // kNoTask when none
+  unsigned int window_base;
+  unsigned int window_count;
+  TensorDesc descs[2][kMaxTaskTensors];  // current task's tensors, previous task's
+  int desc_index[2][kMaxTaskTensors];    // their arena indices (-1: none)
+  unsigned int current;                  // which of descs[] the running task uses
 };
 
-__device__ Queue Unpack(const QueueParams& p) {
-  Queue q;
-  q.control = reinterpret_cast<QueueControl*>(p.control);
-  q.submissions = reinterpret_cast<const Submission*>(p.submissions);
-  q.done = reinterpret_cast<unsigned long long*>(p.done);
-  q.staged_tasks = reinterpret_cast<const TaskDesc*>(p.staged_tasks);
-  q.staged_tensors = reinterpret_cast<const TensorDesc*>(p.staged_tensors);
-  q.staged_successors = reinterpret_cast<const unsigned int*>(p.staged_successors);
-  q.tasks = reinterpret_cast<TaskDesc*>(p.tasks);
-  q.tensors = reinterpret_cast<TensorDesc*>(p.tensors);
-  q.successors = reinterpret_cast<unsigned int*>(p.successors);
-  q.nodes = reinterpret_cast<NodeState*>(p.nodes);
-  q.ready = reinterpret_cast<unsigned long long*>(p.ready);
-  q.state = reinterpret_cast<QueueDeviceState*>(p.state);
-  q.remaining = reinterpret_cast<unsigned int*>(p.remaining);
-  q.sequences = reinterpret_cast<unsigned long long*>(p.sequences);
-  q.idle_park_ns = p.idle_park_ns;
-  q.generation = p.generation;
-  q.tensor_capacity = p.tensor_capacity;
-  q.submission_capacity = p.submission_capacity;
-  q.ready_capacity = p.ready_capacity;
-  return q;
+// All threads.
+__device__ void Invalidate(BlockCache& cache) {
+  if (threadIdx.x < 2 * kMaxTaskTensors) (&cache.desc_index[0][0])[threadIdx.x] = -1;
+  if (threadIdx.x == 0) cache.window_count = 0;
+  __syncthreads();
 }
 
-// One thread. The host reserves ready-ring room for every push of the
-// submissions in flight, so the slot is free or about to be freed by the
-// consumer of the entry one lap earlier.
-__device__ void PushReady(const Queue& q, unsigned long long task) {
-  const unsigned long long position = atomicAdd(&q.state->ready_tail, 1ull);
-  unsigned long long* slot = q.ready + position % q.ready_capacity;
-  while (Volatile(slot) != 0) __nanosleep(32);
-  __threadfence();
-  atomicExch(slot, task + 1);
+// All threads: descriptors [task, task + kWindow) and their first successors.
+__device__ void LoadWindow(const Queue& q, BlockCache& cache, unsigned int task) {
+  const unsigned int left = q.task_capacity - task;
+  const unsigned int count = left < kWindow ? left : kWindow;
+  for (unsigned int w = threadIdx.x; w < count * kTaskWords; w += blockDim.x) {
+    reinterpret_cast<int4*>(cache.window)[w] =
+        __ldcg(reinterpret_cast<const int4*>(q.tasks + task) + w);
+  }
+  __syncthreads();
+  if (threadIdx.x < count) {
+    const TaskDesc& t = cache.window[threadIdx.x];
+    // Entries past the caller's submission may be stale or being written:
+    // only those of its own successors are ever used, but reads stay in bounds.
+    cache.first_successor[threadIdx.x] =
+        t.successor_count == 0 || t.successor_begin >= q.successor_capacity
+            ? kNoTask
+            : __ldcg(q.successors + t.successor_begin);
+  }
+  if (threadIdx.x == 0) {
+    cache.window_base = task;
+    cache.window_count = count;
+  }
+  __syncthreads();
 }
 
-// One thread: a ready task, kNone, or kContended.
-__device__ unsigned long long TryPopReady(const Queue& q) {
-  const unsigned long long head = Volatile(&q.state->ready_head);
-  if (head >= Volatile(&q.state->ready_tail)) return kNone;
-  if (atomicCAS(&q.state->ready_head, head, head + 1) != head) return kContended;
-  unsigned long long* slot = q.ready + head % q.ready_capacity;
-  unsigned long long value;
-  while ((value = Volatile(slot)) == 0) __nanosleep(16);
-  atomicExch(slot, 0ull);
-  __threadfence();
-  return value - 1;
-}
-
-// One thread: the index of a newly claimed submission, kNone or kContended.
-__device__ unsigned long long TryClaimSubmission(const Queue& q) {
-  const unsigned long long tail = LoadAcquireSys(&q.control->submit_tail);
-  const unsigned long long head = Volatile(&q.state->submit_head);
-  if (head >= tail) return kNone;
-  if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
-  atomicAdd(&q.state->in_flight, 1u);
-  atomicMax(&q.state->last_admit_ns, GlobalTimerNs());
-  return head;
-}
-
-// One thread: mirrors the status into mapped memory, then publishes the
-// completion of ring slot `slot`.
-__device__ void CompleteSubmission(const Queue& q, unsigned int slot) {
-  QueueControl* c = q.control;
-  const QueueDeviceState* s = q.state;
-  StoreVolatile(&c->status.task_id, Volatile(&s->status.task_id));
-  StoreVolatile(&c->status.detail, Volatile(&s->status.detail));
-  StoreVolatile(&c->status.error, Volatile(&s->status.error));
-  StoreVolatile(&c->completed_tasks,
-                static_cast<unsigned long long>(Volatile(&s->status.completed)));
-  __threadfence_system();
-  StoreVolatile(q.done + slot, Volatile(q.sequences + slot));
-  atomicSub(&q.state->in_flight, 1u);
+__device__ __forceinline__ bool InWindow(const BlockCache& cache, unsigned int task) {
+  return task - cache.window_base < cache.window_count;
 }
 
 // Copies `count` 16-byte words from mapped host memory (never cached: the
-// staging arenas are reused) to device memory, four loads in flight per
-// thread.
-__device__ void CopyFromHost(int4* dst, const int4* src, unsigned int count) {
-  const unsigned int stride = blockDim.x;
-  unsigned int i = threadIdx.x;
-  for (; i + 3 * stride < count; i += 4 * stride) {
-    const int4 a = __ldcv(src + i);
-    const int4 b = __ldcv(src + i + stride);
-    const int4 c = __ldcv(src + i + 2 * stride);
-    const int4 d = __ldcv(src + i + 3 * stride);
-    dst[i] = a;
-    dst[i + stride] = b;
-    dst[i + 2 * stride] = c;
-    dst[i + 3 * stride] = d;
+// staging arenas are reused) to device memory: the submission's tasks, then
+// tensors, then successors (4-byte words, widened), eight loads in flight per
+// thread so one pass costs about one PCIe round trip.
+__device__ void CopySubmission(const Queue& q, const Submission& sub) {
+  const unsigned int task_words = sub.task_count * kTaskWords;
+  const unsigned int tensor_words = sub.tensor_count * kTensorWords;
+  const unsigned int total = task_words + tensor_words + sub.successor_count;
+  const int4* tasks_in = reinterpret_cast<const int4*>(q.staged_tasks + sub.task_begin);
+  const int4* tensors_in = reinterpret_cast<const int4*>(q.staged_tensors + sub.tensor_begin);
+  int4* tasks_out = reinterpret_cast<int4*>(q.tasks + sub.task_begin);
+  int4* tensors_out = reinterpret_cast<int4*>(q.tensors + sub.tensor_begin);
+  constexpr unsigned int kInFlight = 8;
+  for (unsigned int base = threadIdx.x; base < total; base += kInFlight * blockDim.x) {
+    int4 v[kInFlight];
+#pragma unroll
+    for (unsigned int j = 0; j < kInFlight; ++j) {
+      const unsigned int i = base + j * blockDim.x;
+      if (i < task_words) {
+        v[j] = __ldcv(tasks_in + i);
+      } else if (i < task_words + tensor_words) {
+        v[j] = __ldcv(tensors_in + (i - task_words));
+      } else if (i < total) {
+        const unsigned int e = i - task_words - tensor_words;
+        v[j].x = static_cast<int>(__ldcv(q.staged_successors + sub.successor_begin + e));
+      }
+    }
+#pragma unroll
+    for (unsigned int j = 0; j < kInFlight; ++j) {
+      const unsigned int i = base + j * blockDim.x;
+      if (i < task_words) {
+        tasks_out[i] = v[j];
+      } else if (i < task_words + tensor_words) {
+        tensors_out[i - task_words] = v[j];
+      } else if (i < total) {
+        q.successors[sub.successor_begin + (i - task_words - tensor_words)] =
+            static_cast<unsigned int>(v[j].x);
+      }
+    }
   }
-  for (; i < count; i += stride) dst[i] = __ldcv(src + i);
 }
 
-// All threads: copy submission `index` in, initialize its tasks, push roots.
-__device__ void Admit(const Queue& q, unsigned long long index) {
+// All threads: copies submission `index` in, initializes its tasks, pushes
+// its roots but the first, which it returns (kNone when the graph is empty)
+// for the caller to run.
+__device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   __shared__ Submission sub;
+  __shared__ unsigned int first_root;
+  __shared__ unsigned int pushed;
+  __shared__ unsigned long long push_base;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
+  if (threadIdx.x < sizeof(Submission) / 16) {
+    reinterpret_cast<int4*>(&sub)[threadIdx.x] =
+        __ldcv(reinterpret_cast<const int4*>(q.submissions + slot) + threadIdx.x);
+  }
   if (threadIdx.x == 0) {
-    const volatile Submission* record = q.submissions + slot;
-    sub.sequence = record->sequence;
-    sub.task_begin = record->task_begin;
-    sub.task_count = record->task_count;
-    sub.tensor_begin = record->tensor_begin;
-    sub.tensor_count = record->tensor_count;
-    sub.successor_begin = record->successor_begin;
-    sub.successor_count = record->successor_count;
+    first_root = kNoTask;
+    pushed = 0;
   }
   __syncthreads();
-  CopyFromHost(reinterpret_cast<int4*>(q.tasks + sub.task_begin),
-               reinterpret_cast<const int4*>(q.staged_tasks + sub.task_begin),
-               sub.task_count * (sizeof(TaskDesc) / 16));
-  CopyFromHost(reinterpret_cast<int4*>(q.tensors + sub.tensor_begin),
-               reinterpret_cast<const int4*>(q.staged_tensors + sub.tensor_begin),
-               sub.tensor_count * (sizeof(TensorDesc) / 16));
-  for (unsigned int i = threadIdx.x; i < sub.successor_count; i += blockDim.x) {
-    q.successors[sub.successor_begin + i] = __ldcv(q.staged_successors + sub.successor_begin + i);
-  }
+  CopySubmission(q, sub);
   __syncthreads();
+  unsigned int roots = 0;
   for (unsigned int i = threadIdx.x; i < sub.task_count; i += blockDim.x) {
     const unsigned int task = sub.task_begin + i;
     unsigned int deps = q.tasks[task].dependency_counter;
@@ -211,7 +170,12 @@ __device__ void Admit(const Queue& q, unsigned long long index) {
     node.tiles_done = 0;
     node.submission = slot;
     q.nodes[task] = node;
+    if (deps == 0) {
+      ++roots;
+      atomicMin(&first_root, task);
+    }
   }
+  if (roots != 0) atomicAdd(&pushed, roots);
   if (threadIdx.x == 0) {
     q.remaining[slot] = sub.task_count;
     q.sequences[slot] = sub.sequence;
@@ -220,32 +184,88 @@ __device__ void Admit(const Queue& q, unsigned long long index) {
   __syncthreads();
   if (sub.task_count == 0) {
     if (threadIdx.x == 0) CompleteSubmission(q, slot);
-    return;
+    return kNone;
   }
-  for (unsigned int i = threadIdx.x; i < sub.task_count; i += blockDim.x) {
-    // From the descriptor, not the live counter: successors of roots pushed
-    // already may be counting down.
-    const unsigned int task = sub.task_begin + i;
-    const unsigned int deps = q.tasks[task].dependency_counter;
-    if (deps == 0 || deps == kNoDependencyCounter) PushReady(q, task);
+  if (threadIdx.x == 0) {
+    push_base = pushed > 1 ? atomicAdd(&q.state->ready_tail, pushed - 1ull) : 0;
+    pushed = 0;
   }
   __syncthreads();
+  bool fenced = false;
+  for (unsigned int i = threadIdx.x; i < sub.task_count; i += blockDim.x) {
+    const unsigned int task = sub.task_begin + i;
+    if (task == first_root) continue;
+    const unsigned int deps = q.tasks[task].dependency_counter;
+    if (deps != 0 && deps != kNoDependencyCounter) continue;
+    if (!fenced) {
+      __threadfence();  // every thread's node writes (ordered by the barrier) first
+      fenced = true;
+    }
+    WriteReady(q, push_base + atomicAdd(&pushed, 1u), EncodeReady(task, slot, false));
+  }
+  __syncthreads();
+  return first_root == kNoTask ? kNone : EncodeReady(first_root, slot, false);
 }
 
-// All threads: runs tiles of `task` and then of successors that became
-// ready, until there is nothing left to run in this block.
-__device__ void RunChain(const Queue& q, unsigned long long first, unsigned char* scratch,
-                         unsigned int* completed) {
-  __shared__ __align__(16) TaskDesc tile;
-  __shared__ __align__(16) TensorDesc descs[kMaxTaskTensors];
-  __shared__ unsigned long long next_task;
-  __shared__ int claimed;
+// All threads: loads the tensor descriptors of `tile` into
+// cache.descs[current ^ 1], reusing the previous task's where the index
+// repeats, and switches to them. Returns the first bad tensor or -1.
+__device__ int LoadTensors(const Queue& q, BlockCache& cache, TaskDesc& tile,
+                           unsigned int num_tensors) {
   __shared__ int bad_tensor;
-  unsigned long long task = first;
-  while (task != kNone) {
-    if (threadIdx.x < sizeof(TaskDesc) / 16) {
+  const unsigned int previous = cache.current;
+  const unsigned int next = previous ^ 1u;
+  if (threadIdx.x == 0) bad_tensor = -1;
+  __syncthreads();
+  for (unsigned int w = threadIdx.x; w < num_tensors * kTensorWords; w += blockDim.x) {
+    const unsigned int k = w / kTensorWords;
+    const unsigned int word = w % kTensorWords;
+    const int index = tile.tensors[k];
+    if (index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity) {
+      bad_tensor = static_cast<int>(k);
+      continue;
+    }
+    int cached = -1;
+#pragma unroll
+    for (int j = 0; j < kMaxTaskTensors; ++j) {
+      if (cache.desc_index[previous][j] == index) cached = j;
+    }
+    reinterpret_cast<int4*>(&cache.descs[next][k])[word] =
+        cached >= 0 ? reinterpret_cast<const int4*>(&cache.descs[previous][cached])[word]
+                    : __ldcg(reinterpret_cast<const int4*>(q.tensors + index) + word);
+  }
+  __syncthreads();
+  if (threadIdx.x < kMaxTaskTensors) {
+    const int index = threadIdx.x < num_tensors ? tile.tensors[threadIdx.x] : -1;
+    cache.desc_index[next][threadIdx.x] =
+        bad_tensor >= 0 || index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity
+            ? -1
+            : index;
+  }
+  if (threadIdx.x == 0) cache.current = next;
+  __syncthreads();
+  return bad_tensor;
+}
+
+// All threads: runs the task of ready entry `entry` (its tiles) and then the
+// successors that became ready in this block, until there is nothing left
+// to run here.
+__device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& cache,
+                         unsigned char* scratch, unsigned int* completed,
+                         Completions* completions) {
+  __shared__ __align__(16) TaskDesc tile;
+  __shared__ unsigned int next_task;
+  __shared__ int claimed;
+  const ReadyEntry start = DecodeReady(entry);
+  const unsigned int slot = start.slot;
+  if (threadIdx.x == 0 && start.helper) completions->Add(q, slot, 1);
+  unsigned int task = start.task;
+  while (task != kNoTask) {
+    if (!InWindow(cache, task)) LoadWindow(q, cache, task);
+    const unsigned int at = task - cache.window_base;
+    if (threadIdx.x < kTaskWords) {
       reinterpret_cast<int4*>(&tile)[threadIdx.x] =
-          __ldcg(reinterpret_cast<const int4*>(q.tasks + task) + threadIdx.x);
+          reinterpret_cast<const int4*>(&cache.window[at])[threadIdx.x];
     }
     __syncthreads();
     const unsigned int tiles = tile.num_tiles == 0 ? 1u : tile.num_tiles;
@@ -253,11 +273,17 @@ __device__ void RunChain(const Queue& q, unsigned long long first, unsigned char
       // An untiled task is pushed or handed over exactly once: no claim.
       const unsigned int t = tiles == 1 ? 0u : atomicAdd(&q.nodes[task].tiles_next, 1u);
       claimed = t < tiles;
-      bad_tensor = -1;
       if (claimed) {
         if (t == 0 && tiles > 1) {
           const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
-          for (unsigned int h = 0; h < helpers; ++h) PushReady(q, task);
+          if (helpers != 0) {
+            atomicAdd(q.remaining + slot, helpers);  // before they can be popped
+            __threadfence();                         // predecessors' results first
+            const unsigned long long base = atomicAdd(&q.state->ready_tail, helpers);
+            for (unsigned int h = 0; h < helpers; ++h) {
+              WriteReady(q, base + h, EncodeReady(task, slot, true));
+            }
+          }
         }
         const long long items = tile.end - tile.begin;
         const long long chunk = (items + tiles - 1) / tiles;
@@ -270,24 +296,14 @@ __device__ void RunChain(const Queue& q, unsigned long long first, unsigned char
     if (!claimed) return;
     const unsigned int num_tensors =
         tile.num_tensors <= kMaxTaskTensors ? tile.num_tensors : kMaxTaskTensors;
-    constexpr unsigned int kWords = sizeof(TensorDesc) / 16;
-    for (unsigned int w = threadIdx.x; w < num_tensors * kWords; w += blockDim.x) {
-      const int index = tile.tensors[w / kWords];
-      if (index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity) {
-        bad_tensor = static_cast<int>(w / kWords);
-        continue;
-      }
-      reinterpret_cast<int4*>(descs)[w] =
-          __ldcg(reinterpret_cast<const int4*>(q.tensors + index) + w % kWords);
-    }
-    __syncthreads();
+    const int bad_tensor = num_tensors == 0 ? -1 : LoadTensors(q, cache, tile, num_tensors);
     if (threadIdx.x == 0) {
       for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
     }
     __syncthreads();
     OpCall call;
     call.task = &tile;
-    call.tensors = descs;
+    call.tensors = cache.descs[cache.current];
     call.scratch = scratch;
     call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
     call.num_tensors = num_tensors;
@@ -301,28 +317,47 @@ __device__ void RunChain(const Queue& q, unsigned long long first, unsigned char
     __syncthreads();
     if (threadIdx.x == 0) {
       ++*completed;  // flushed when the block goes idle: a shared counter is a hot spot
-      __threadfence();
-      unsigned long long next = kNone;
-      const unsigned int done = tiles == 1 ? 1u : atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
+      unsigned int next = kNoTask;
+      unsigned int done = 1;
+      if (tiles > 1) {
+        __threadfence();  // this tile's results before the count other blocks read
+        done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
+        if (done == tiles) __threadfence();  // acquire the other tiles' results
+      }
       if (done < tiles) {
         next = task;  // claim another tile if one is left
       } else {
-        const unsigned int begin = tile.successor_begin;
+        completions->Add(q, slot, 1);
         const unsigned int count = tile.successor_count;
-        for (unsigned int s = 0; s < count; ++s) {
-          const unsigned int successor = __ldcg(q.successors + begin + s);
-          if (atomicSub(&q.nodes[successor].pending, 1u) == 1u) {
-            if (next == kNone) {
-              next = successor;
-            } else {
-              PushReady(q, successor);
+        const unsigned int first = cache.first_successor[at];
+        bool direct = false;
+        if (count == 1 && first != kNoTask) {
+          // The only successor, and this task its only predecessor: it is
+          // ready now and nobody else will touch its counter.
+          const unsigned int deps = InWindow(cache, first)
+                                        ? cache.window[first - cache.window_base].dependency_counter
+                                        : __ldcg(&q.tasks[first].dependency_counter);
+          direct = deps == 1;
+        }
+        if (direct) {
+          next = first;
+        } else if (count != 0) {
+          __threadfence();  // this task's results before its successors start
+          for (unsigned int s = 0; s < count; ++s) {
+            const unsigned int successor = s == 0 && first != kNoTask
+                                               ? first
+                                               : __ldcg(q.successors + tile.successor_begin + s);
+            if (atomicSub(&q.nodes[successor].pending, 1u) == 1u) {
+              if (next == kNoTask) {
+                next = successor;
+              } else {
+                PushReady(q, EncodeReady(successor, slot, false));
+              }
             }
           }
+          if (next != kNoTask) __threadfence();  // acquire the predecessors' results
         }
-        const unsigned int slot = __ldcg(&q.nodes[task].submission);
-        if (atomicSub(q.remaining + slot, 1u) == 1u) CompleteSubmission(q, slot);
       }
-      if (next != kNone) __threadfence();  // acquire the predecessors' results
       next_task = next;
     }
     __syncthreads();
@@ -330,9 +365,18 @@ __device__ void RunChain(const Queue& q, unsigned long long first, unsigned char
   }
 }
 
-// Thread 0 of an idle block: true when the block should exit now.
-__device__ bool ShouldPark(const Queue& q, unsigned long long idle_since, bool* poller) {
-  const bool stop = Volatile(&q.control->stop) != 0;
+// Thread 0 of an idle block: true when the block should exit now. Only
+// pollers read host memory here, and the others once they have been idle for
+// idle_park_ns.
+__device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
+                           unsigned long long started_ns, long long started_clock, bool* poller) {
+  bool stop;
+  if (*poller) {
+    stop = Volatile(&q.control->stop) != 0;
+    if (stop && Volatile(&q.state->stop_seen) == 0) StoreVolatile(&q.state->stop_seen, 1u);
+  } else {
+    stop = Volatile(&q.state->stop_seen) != 0;
+  }
   if (!stop) {
     const unsigned long long now = GlobalTimerNs();
     if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
@@ -351,6 +395,12 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since, bool* 
   // (both may act: then an extra grid is launched, which is harmless).
   StoreVolatile(&q.control->completed_tasks,
                 static_cast<unsigned long long>(Volatile(&q.state->status.completed)));
+  const unsigned long long elapsed_ns = GlobalTimerNs() - started_ns;
+  if (elapsed_ns > 0) {
+    StoreVolatile(
+        &q.control->sm_clock_khz,
+        static_cast<unsigned long long>(clock64() - started_clock) * 1000000ull / elapsed_ns);
+  }
   StoreVolatile(&q.control->parked_generation, q.generation);
   __threadfence_system();
   if (!stop && LoadAcquireSys(&q.control->submit_tail) > Volatile(&q.state->submit_head)) {
@@ -364,28 +414,40 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since, bool* 
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
-    gpuos_queue_worker(const QueueParams params) {
+    gpuos_queue_worker(const gpuos::device::QueueParams params) {
   __shared__ __align__(16) unsigned char scratch[gpuos::device::kWorkerScratchBytes];
+  __shared__ __align__(16) BlockCache cache;
+  __shared__ unsigned long long batch[kMaxBatch];
   __shared__ int action;
   __shared__ unsigned long long argument;
+  __shared__ unsigned int batch_count;
   const Queue q = Unpack(params);
-  if (threadIdx.x == 0) atomicAdd(&q.state->alive, 1u);
-  unsigned long long idle_since = GlobalTimerNs();
+  if (threadIdx.x == 0) {
+    atomicAdd(&q.state->alive, 1u);
+    cache.current = 0;
+  }
+  const unsigned long long started_ns = GlobalTimerNs();
+  const long long started_clock = clock64();
+  unsigned long long idle_since = started_ns;
   unsigned int idle_rounds = 0;
   unsigned int completed = 0;  // thread 0's count of tiles run, not yet flushed
-  // Only pollers read the host's tail (a PCIe round trip each); the others
-  // take work from the ready ring. A last block that resumes after parking
+  Completions completions;     // thread 0's
+  // Pollers read the host's tail at full rate (a PCIe round trip each); the
+  // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
   bool poller = blockIdx.x < params.pollers;
   for (;;) {
     if (threadIdx.x == 0) {
       int next = kIdle;
-      unsigned long long value = TryPopReady(q);
+      unsigned int count = 0;
+      unsigned long long value = TryPopBatch(q, &count);
       if (value == kContended) {
         next = kAgain;
       } else if (value != kNone) {
         next = kRun;
-      } else if (poller) {
+        batch_count = count;
+      } else if (poller || ((idle_rounds & 7u) == 7u &&
+                            Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
         value = TryClaimSubmission(q);
         if (value == kContended) {
           next = kAgain;
@@ -398,7 +460,8 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
           atomicAdd(&q.state->status.completed, completed);
           completed = 0;
         }
-        if ((poller || (idle_rounds & 7u) == 0) && ShouldPark(q, idle_since, &poller)) {
+        if ((poller || (idle_rounds & 7u) == 0) &&
+            ShouldPark(q, idle_since, started_ns, started_clock, &poller)) {
           next = kExit;
         }
       }
@@ -410,17 +473,30 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     const unsigned long long value = argument;
     __syncthreads();
     if (current == kExit) return;
-    if (current == kRun) RunChain(q, value, scratch, &completed);
-    if (current == kAdmit) Admit(q, value);
+    if (current == kRun) {
+      const unsigned int count = batch_count;
+      if (threadIdx.x < count) batch[threadIdx.x] = TakeReady(q, value + threadIdx.x);
+      Invalidate(cache);
+      for (unsigned int i = 0; i < count; ++i) {
+        RunChain(q, batch[i], cache, scratch, &completed, &completions);
+      }
+    } else if (current == kAdmit) {
+      const unsigned long long first = Admit(q, value);
+      if (first != kNone) {
+        Invalidate(cache);
+        RunChain(q, first, cache, scratch, &completed, &completions);
+      }
+    }
     if (current == kRun || current == kAdmit) {
+      if (threadIdx.x == 0) completions.Flush(q);
       idle_since = GlobalTimerNs();
       idle_rounds = 0;
     } else if (current == kIdle) {
       ++idle_rounds;
-      // Idle blocks back off (up to 16 us): a thousand blocks polling the
-      // same few lines saturate their L2 slice and slow every busy block.
+      // Idle blocks back off (up to 2 us) so that their polling does not
+      // slow the busy blocks' atomics on the same lines.
       if (threadIdx.x == 0) {
-        const unsigned int sleep = 64u << (idle_rounds < 8u ? idle_rounds : 8u);
+        const unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);
         __nanosleep(poller ? 64u : sleep);
       }
     }

@@ -152,6 +152,83 @@ TEST_F(JitGpuTest, AddOnThousandRandomElementsInFourTiles) {
   ExpectClose(out.Values(), want, 1e-6, "add f32");
 }
 
+// The dense path (vector accesses when every tensor's tile start is aligned,
+// element accesses otherwise, partial rounds at the end of a tile) and the
+// general path (a transposed output) give the reference results.
+TEST_F(JitGpuTest, DenseFastPathHandlesAlignmentAndTailsLikeTheGeneralPath) {
+  // add f32: tiles starting aligned, at one element, and unaligned.
+  const long long n = 4099;
+  const auto a_values = RandomValues(n, 11, -10, 10);
+  const auto b_values = RandomValues(n, 12, -10, 10);
+  HostTensor a = HostTensor::Dense(DType::kF32, {n}, a_values);
+  HostTensor b = HostTensor::Dense(DType::kF32, {n}, b_values);
+  HostTensor out = HostTensor::Poisoned(DType::kF32, {n});
+  auto slots = EncodeAttributeSlots(Op("add"), {{"alpha", "0.5"}});
+  ASSERT_TRUE(slots.ok());
+  std::vector<TaskDesc> tasks;
+  const long long cuts[] = {0, 1024, 1025, 3001, n};
+  for (int t = 0; t + 1 < 5; ++t) {
+    tasks.push_back(
+        testing::MakeTask(Slot("add", DType::kF32), {0, 1, 2}, cuts[t], cuts[t + 1], *slots));
+  }
+  auto status = session_->Run(tasks, {&a, &b, &out}, 3);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_EQ(status->error, 0u) << "task " << status->task_id << " detail " << status->detail;
+  std::vector<double> want(n);
+  for (long long i = 0; i < n; ++i) {
+    want[i] = static_cast<float>(static_cast<float>(a_values[i]) +
+                                 0.5f * static_cast<float>(b_values[i]));
+  }
+  ExpectClose(out.Values(), want, 1e-6, "add f32, dense");
+
+  // The same sums through the general path: a [rows, cols] output written
+  // through a transposed view.
+  const long long rows = 61, cols = 67;
+  HostTensor a2 = HostTensor::Dense(DType::kF32, {rows, cols}, a_values);
+  HostTensor b2 = HostTensor::Dense(DType::kF32, {rows, cols}, b_values);
+  HostTensor out2 = HostTensor::Poisoned(DType::kF32, {cols, rows}).Transposed();
+  status = session_->Run(
+      {testing::MakeTask(Slot("add", DType::kF32), {0, 1, 2}, 0, rows * cols, *slots)},
+      {&a2, &b2, &out2}, 1);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_EQ(status->error, 0u) << "detail " << status->detail;
+  ExpectClose(out2.Values(), std::vector<double>(want.begin(), want.begin() + rows * cols), 1e-6,
+              "add f32, transposed output");
+
+  // where f16 (bool condition): an unaligned tile start and an odd end.
+  const long long m = 1007;
+  std::vector<double> conditions(m);
+  for (long long i = 0; i < m; ++i) conditions[i] = (i * 7) % 3 == 0 ? 1 : 0;
+  HostTensor cond = HostTensor::Dense(DType::kBool, {m}, conditions);
+  HostTensor x = HostTensor::Dense(DType::kF16, {m}, a_values);
+  HostTensor y = HostTensor::Dense(DType::kF16, {m}, b_values);
+  HostTensor picked = HostTensor::Poisoned(DType::kF16, {m});
+  status = session_->Run({testing::MakeTask(Slot("where", DType::kF16), {0, 1, 2, 3}, 0, 3, {}),
+                          testing::MakeTask(Slot("where", DType::kF16), {0, 1, 2, 3}, 3, m, {})},
+                         {&cond, &x, &y, &picked}, 2);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_EQ(status->error, 0u) << "task " << status->task_id << " detail " << status->detail;
+  std::vector<double> want_picked(m);
+  for (long long i = 0; i < m; ++i) {
+    want_picked[i] = testing::RoundTo(DType::kF16, conditions[i] != 0 ? a_values[i] : b_values[i]);
+  }
+  ExpectClose(picked.Values(), want_picked, 0, "where f16, dense");
+
+  // lt f64 -> bool: two widths (2 and 16 elements per vector) in one task.
+  const long long k = 555;
+  HostTensor p = HostTensor::Dense(DType::kF64, {k}, a_values);
+  HostTensor r = HostTensor::Dense(DType::kF64, {k}, b_values);
+  HostTensor less = HostTensor::Poisoned(DType::kBool, {k});
+  status = session_->Run({testing::MakeTask(Slot("lt", DType::kF64), {0, 1, 2}, 0, 300, {}),
+                          testing::MakeTask(Slot("lt", DType::kF64), {0, 1, 2}, 300, k, {})},
+                         {&p, &r, &less}, 2);
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_EQ(status->error, 0u) << "task " << status->task_id << " detail " << status->detail;
+  std::vector<double> want_less(k);
+  for (long long i = 0; i < k; ++i) want_less[i] = a_values[i] < b_values[i] ? 1 : 0;
+  ExpectClose(less.Values(), want_less, 0, "lt f64, dense");
+}
+
 TEST_F(JitGpuTest, BroadcastAndStridedViews) {
   const long long rows = 37;
   const long long cols = 53;

@@ -114,7 +114,7 @@ int RunDemo(const std::string& arch_option, const GpuosContext& ctx) {
     out.Json(doc);
     return kExitOk;
   }
-  auto run = RunDemoOnGpu(*image, ops, out);
+  auto run = RunDemoOnGpu(*image, ops, (*repo)->path(), out);
   if (!run.ok()) return out.Fail(run.status());
   doc["gpu"] = *run;
   out.Json(doc);

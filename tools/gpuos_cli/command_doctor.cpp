@@ -100,7 +100,10 @@ int RunDoctor(const GpuosContext& ctx) {
 }  // namespace
 
 void AddDoctorCommand(CLI::App& app, GpuosContext& ctx) {
-  auto* cmd = app.add_subcommand("doctor", "Report versions, GPUs, toolchain and repository. Exit code 1 when the CUDA headers NVRTC\nneeds are missing or the repository cannot be opened.");
+  auto* cmd = app.add_subcommand(
+      "doctor",
+      "Report versions, GPUs, toolchain and repository. Exit code 1 when the CUDA headers "
+      "NVRTC\nneeds are missing or the repository cannot be opened.");
   cmd->callback([&ctx] { ctx.exit_code = RunDoctor(ctx); });
 }
 

@@ -1,8 +1,6 @@
-// The GPU half of `gpuos demo`: load a kernel image with the driver, run a
-// short elementwise chain through the worker, and check it against the CPU.
-//
-// This drives the image directly, one worker launch per operator. The
-// persistent-kernel runtime (task queue, dependencies, parking) replaces it.
+// The GPU half of `gpuos demo`: run the kernel image's operators through
+// plain kernel launches and through the persistent runtime, check both
+// against the CPU, and time them.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,12 +17,12 @@ namespace gpuos::cli {
 // "NVIDIA H200 (sm_90, 132 SMs)"; Unavailable without a driver or device.
 Expected<std::string> DescribeGpu();
 
-// Runs out = relu(a * b + 2 * a) on 2^20 random f32 elements with the
-// image's mul, add and relu, compares with a CPU reference, and returns what
-// it measured. Errors: Unavailable (no GPU), NotFound (an operator missing
-// from the image), Internal (a driver call or the worker failed).
+// Runs the demo workloads (demo_workloads.h) on GPU 0 with `image` (built
+// from `ops`; the runtime reuses `repository_path`'s build cache), prints a
+// table, and returns what it measured. A result that differs from the CPU
+// reference is an error after the table is printed.
 Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
                                       const std::vector<registry::OperatorSpec>& ops,
-                                      const Output& out);
+                                      const std::string& repository_path, const Output& out);
 
 }  // namespace gpuos::cli

@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   } catch (const std::exception& e) {
     // A bug, not a user error: report it instead of aborting.
-    return Output("gpuos", ctx.json).Fail(gpuos::Internal(std::string("unexpected error: ") + e.what()));
+    return Output("gpuos", ctx.json)
+        .Fail(gpuos::Internal(std::string("unexpected error: ") + e.what()));
   }
   return ctx.exit_code;
 }

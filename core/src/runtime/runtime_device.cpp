@@ -66,7 +66,10 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
                                  &per_sm, queue_worker_, device::kWorkerThreads, 0),
                              "cuOccupancyMaxActiveBlocksPerMultiprocessor"));
   const unsigned int fit = static_cast<unsigned int>(std::max(1, per_sm * info.multiprocessors));
-  blocks_ = config.blocks == 0 ? fit : std::min(config.blocks, fit);
+  // One block per SM by default: more blocks per SM only add idle pollers
+  // (measured slower on every dispatch benchmark, docs/runtime.md).
+  const unsigned int one_per_sm = static_cast<unsigned int>(std::max(1, info.multiprocessors));
+  blocks_ = std::min(config.blocks == 0 ? one_per_sm : config.blocks, fit);
   GPUOS_RETURN_IF_ERROR(AllocateQueue(config));
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));

@@ -146,11 +146,11 @@ void GenerateElementwise(SourceWriter& w, const Instantiation& in) {
     w.Line("  const " + AttributeCppType(spec.attributes[k].type) + " attr" + std::to_string(k) +
            " = " + reads[k] + ";");
   }
-  // The element step, once with offset i everywhere (dense) and once with
-  // per-tensor offsets from tile.offsets (broadcast or strided).
-  auto element = [&](const std::string& indent, bool dense) {
+  // The element step of the general path, with per-tensor offsets from
+  // tile.offsets (broadcast or strided).
+  auto element = [&](const std::string& indent) {
     std::vector<std::string> args;
-    auto offset = [&](int k) { return dense ? std::string("i") : "at[" + std::to_string(k) + "]"; };
+    auto offset = [&](int k) { return "at[" + std::to_string(k) + "]"; };
     for (int k = 0; k < num_inputs; ++k) {
       args.push_back("t" + std::to_string(k) + ".load(" + offset(k) + ")");
     }
@@ -167,15 +167,61 @@ void GenerateElementwise(SourceWriter& w, const Instantiation& in) {
              std::to_string(k - num_inputs) + ");");
     }
   };
+  // Dense: rounds of kDenseElementsPerThread elements per thread, loads
+  // first, then bodies, then stores (elementwise.cuh).
+  std::vector<std::string> elements;
+  for (int k = 0; k < num_tensors; ++k) {
+    const TensorParam& p = k < num_inputs ? spec.inputs[k] : spec.outputs[k - num_inputs];
+    elements.push_back(ParamElementType(p));
+  }
   w.Line("  if (tile.dense()) {");
-  w.Line("    for (long long i = tile.first(); i < tile.end(); i += tile.step()) {");
-  element("      ", true);
+  w.Line("    constexpr int kVec = ::gpuos::device::DenseVectorWidth<" + Join(elements) + ">();");
+  w.Line("    constexpr int kUnroll = ::gpuos::device::DenseUnroll(kVec);");
+  std::string aligned;
+  for (int k = 0; k < num_tensors; ++k) {
+    aligned += (k == 0 ? "t" : " && t") + std::to_string(k) + ".aligned(task.begin, kVec)";
+  }
+  w.Line("    const bool vector = " + aligned + ";");
+  w.Line("    const long long round = static_cast<long long>(kVec) * kUnroll * blockDim.x;");
+  w.Line("    for (long long base = task.begin; base < task.end; base += round) {");
+  for (int k = 0; k < num_tensors; ++k) {
+    w.Line("      ::gpuos::device::compute_type_t<" + elements[k] + "> v" + std::to_string(k) +
+           "[kVec * kUnroll];");
+  }
+  w.Line("#pragma unroll");
+  w.Line("      for (int u = 0; u < kUnroll; ++u) {");
+  w.Line("        const long long at = ::gpuos::device::DensePosition(base, u, kVec);");
+  for (int k = 0; k < num_inputs; ++k) {
+    const std::string n = std::to_string(k);
+    w.Line("        t" + n + ".load_vector<kVec>(at, task.end, vector, v" + n + " + u * kVec);");
+  }
+  w.Line("      }");
+  w.Line("#pragma unroll");
+  w.Line("      for (int e = 0; e < kVec * kUnroll; ++e) {");
+  {
+    std::vector<std::string> args;
+    for (int k = 0; k < num_tensors; ++k) {
+      if (k >= num_inputs) w.Line("        v" + std::to_string(k) + "[e] = {};");
+      args.push_back("v" + std::to_string(k) + "[e]");
+    }
+    for (std::size_t k = 0; k < reads.size(); ++k) args.push_back("attr" + std::to_string(k));
+    w.Line("        ::gpuos_ops::" + in.namespace_ + "::gpuos_body(" + Join(args) + ");");
+  }
+  w.Line("      }");
+  w.Line("#pragma unroll");
+  w.Line("      for (int u = 0; u < kUnroll; ++u) {");
+  w.Line("        const long long at = ::gpuos::device::DensePosition(base, u, kVec);");
+  for (int k = num_inputs; k < num_tensors; ++k) {
+    const std::string n = std::to_string(k);
+    w.Line("        t" + n + ".store_vector<kVec>(at, task.end, vector, v" + n + " + u * kVec);");
+  }
+  w.Line("      }");
   w.Line("    }");
   w.Line("  } else {");
   w.Line("    for (long long i = tile.first(); i < tile.end(); i += tile.step()) {");
   w.Line("      long long at[" + std::to_string(num_tensors) + "];");
   w.Line("      tile.offsets(i, at);");
-  element("      ", false);
+  element("      ");
   w.Line("    }");
   w.Line("  }");
   w.Line("}");

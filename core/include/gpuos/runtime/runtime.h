@@ -43,7 +43,8 @@ struct RuntimeConfig {
   int device = 0;
   std::string arch;  // "" = the device's
   std::chrono::microseconds idle_park{200};
-  // Worker grid; 0 = as many blocks as fit on the device at once.
+  // Worker grid; 0 = one block per SM. Capped at the blocks that fit on the
+  // device at once (all must be resident).
   unsigned int blocks = 0;
   // Queue sizes. A graph must fit: tasks <= task_capacity, distinct tensors
   // <= tensor_capacity, edges <= successor_capacity. When they are full,
@@ -65,6 +66,7 @@ struct RuntimeStats {
   std::uint64_t max_queue_depth = 0;     // most submissions in flight at once
   std::uint64_t max_tasks_in_flight = 0;
   unsigned int worker_blocks = 0;
+  double worker_sm_clock_mhz = 0;  // measured by the worker over its last run (diagnostics)
   std::map<std::string, std::uint64_t> tasks_per_operator;  // "add f32" -> count
 };
 

@@ -3,8 +3,13 @@
 // same coordinates with NumPy broadcasting: shapes are aligned at their last
 // dimension, and a dimension of size 1 (or stride 0) repeats its element.
 //
-// When every tensor is dense with the output's shape (the common case), the
-// offset of work item i is i in every tensor. Otherwise offsets come from
+// Dense fast path: when every tensor is contiguous with the output's shape
+// (checked once per task by DenseElementwise, no divisions), work item i is
+// offset i in every tensor. Generated code then runs rounds of
+// kDenseElementsPerThread elements per thread: all loads of a round are issued
+// first (16-byte vector loads when every tensor's tile start is aligned, else
+// element loads), then the body, then the stores, so one round costs about one
+// memory latency instead of one per element. Otherwise offsets come from
 // ElementOffsets, which is defined once per image (device/src/indexing.cu) and
 // never inlined: index arithmetic is the bulk of an operator's code, and
 // sharing it keeps the linked image small and quick to build.
@@ -13,12 +18,19 @@
 //
 //   ElementwiseTile tile(call, 1, 1);
 //   if (!tile.ok()) return;
-//   Operand<const float> in0(call.tensor(0));  Operand<float> out0(call.tensor(1));
+//   Operand<const float> t0(call.tensor(0));  Operand<float> t1(call.tensor(1));
 //   if (tile.dense()) {
-//     for (long long i = tile.first(); i < tile.end(); i += tile.step()) {
-//       float r{};  body(in0.load(i), r);  out0.store(i, r);
+//     constexpr int kVec = DenseVectorWidth<float, float>();
+//     constexpr int kUnroll = DenseUnroll(kVec);
+//     const bool vector = t0.aligned(task.begin, kVec) && t1.aligned(task.begin, kVec);
+//     for (long long base = task.begin; base < task.end; base += kVec * kUnroll * blockDim.x) {
+//       float v0[kVec * kUnroll];  float r0[kVec * kUnroll];
+//       for u: t0.load_vector<kVec>(DensePosition(base, u, kVec), task.end, vector, v0 + u * kVec);
+//       for e: r0[e] = {}; body(v0[e], r0[e]);
+//       for u: t1.store_vector<kVec>(DensePosition(base, u, kVec), task.end, vector, r0 + u *
+//       kVec);
 //     }
-//   } else { ... long long at[2]; tile.offsets(i, at); ... in0.load(at[0]) ... }
+//   } else { ... long long at[2]; tile.offsets(i, at); ... t0.load(at[0]) ... }
 #pragma once
 
 #include "gpuos/device/abi.h"
@@ -37,6 +49,56 @@ namespace device {
 __device__ bool PrepareElementwise(const OpCall& call, int num_inputs, int num_outputs,
                                    bool* dense);
 
+// Whether the task can take the dense path: every tensor is contiguous with
+// exactly the first output's shape and [begin, end) lies inside it. Cheap (no
+// divisions); when false, PrepareElementwise does the full check. Same
+// answer in every thread. Defined in device/src/indexing.cu.
+__device__ bool DenseElementwise(const OpCall& call, int num_inputs, int num_outputs);
+
+// Elements per thread per round of the dense path.
+constexpr int kDenseElementsPerThread = 16;
+
+// Elements per vector access of the dense path: 16 bytes of the widest type.
+template <typename... E>
+__host__ __device__ constexpr int DenseVectorWidth() {
+  int widest = 1;
+  ((widest = static_cast<int>(sizeof(E)) > widest ? static_cast<int>(sizeof(E)) : widest), ...);
+  return widest >= 16 ? 1 : 16 / widest;
+}
+__host__ __device__ constexpr int DenseUnroll(int vector_width) {
+  return vector_width >= kDenseElementsPerThread ? 1 : kDenseElementsPerThread / vector_width;
+}
+// First work item of vector `u` of this thread in the round starting at
+// `base`: vectors are interleaved across threads so that each warp access
+// is contiguous.
+__device__ __forceinline__ long long DensePosition(long long base, int u, int vector_width) {
+  return base + (static_cast<long long>(u) * blockDim.x + threadIdx.x) * vector_width;
+}
+
+// An unsigned word of N bytes (N = 1, 2, 4, 8, 16) for vector accesses.
+template <int N>
+struct VectorWord;
+template <>
+struct VectorWord<1> {
+  using type = unsigned char;
+};
+template <>
+struct VectorWord<2> {
+  using type = unsigned short;
+};
+template <>
+struct VectorWord<4> {
+  using type = unsigned int;
+};
+template <>
+struct VectorWord<8> {
+  using type = uint2;
+};
+template <>
+struct VectorWord<16> {
+  using type = uint4;
+};
+
 // Storage offsets, in each of the task's first `count` tensors, of the
 // element at row-major position `linear` of tensor `shape_index` (the first
 // output), with broadcasting. Defined in device/src/indexing.cu.
@@ -47,7 +109,8 @@ class ElementwiseTile {
  public:
   __device__ ElementwiseTile(const OpCall& call, int num_inputs, int num_outputs)
       : call_(&call), num_inputs_(num_inputs), count_(num_inputs + num_outputs), dense_(false) {
-    ok_ = PrepareElementwise(call, num_inputs, num_outputs, &dense_);
+    dense_ = DenseElementwise(call, num_inputs, num_outputs);
+    ok_ = dense_ || PrepareElementwise(call, num_inputs, num_outputs, &dense_);
   }
 
   __device__ bool ok() const { return ok_; }
@@ -85,6 +148,47 @@ class Operand {
   }
   __device__ void store(long long offset, compute_type value) const {
     data_[offset] = convert<value_type>(value);
+  }
+
+  // Whether element `offset` starts a V-element vector (V * sizeof(E) bytes).
+  __device__ bool aligned(long long offset, int vector_width) const {
+    const unsigned long long address = reinterpret_cast<unsigned long long>(data_ + offset);
+    return address % (sizeof(value_type) * static_cast<unsigned long long>(vector_width)) == 0;
+  }
+
+  // Elements [i, i + V) into out (converted); elements at or past `end` read
+  // as zero. One vector access when `vector` and the whole vector is inside.
+  template <int V>
+  __device__ __forceinline__ void load_vector(long long i, long long end, bool vector,
+                                              compute_type* out) const {
+    if (vector && i + V <= end) {
+      using Word = typename VectorWord<static_cast<int>(sizeof(value_type)) * V>::type;
+      alignas(sizeof(Word)) value_type elements[V];
+      *reinterpret_cast<Word*>(elements) = *reinterpret_cast<const Word*>(data_ + i);
+#pragma unroll
+      for (int j = 0; j < V; ++j) out[j] = convert<compute_type>(elements[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) out[j] = i + j < end ? load(i + j) : compute_type{};
+    }
+  }
+
+  // Stores values[0, V) at [i, i + V), skipping elements at or past `end`.
+  template <int V>
+  __device__ __forceinline__ void store_vector(long long i, long long end, bool vector,
+                                               const compute_type* values) const {
+    if (vector && i + V <= end) {
+      using Word = typename VectorWord<static_cast<int>(sizeof(value_type)) * V>::type;
+      alignas(sizeof(Word)) value_type elements[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) elements[j] = convert<value_type>(values[j]);
+      *reinterpret_cast<Word*>(data_ + i) = *reinterpret_cast<const Word*>(elements);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        if (i + j < end) store(i + j, values[j]);
+      }
+    }
   }
 
  private:

@@ -46,8 +46,9 @@ struct alignas(64) QueueControl {
   // Device -> host.
   unsigned long long parked_generation;  // generation of the last grid that parked
   unsigned long long completed_tasks;    // tiles finished, mirrored at completions and parks
-  WorkerStatus status;                   // first error, mirrored at each completion
-  unsigned long long reserved2[3];
+  WorkerStatus status;                   // first error, mirrored at completions
+  unsigned long long sm_clock_khz;       // SM clock of the last block to park (diagnostics)
+  unsigned long long reserved2[2];
 };
 
 // Per task-arena entry, device memory; initialized when the task is admitted.
@@ -74,7 +75,12 @@ struct alignas(128) QueueDeviceState {
   unsigned int in_flight;            // submissions claimed and not finished
   unsigned long long pad2[13];
   WorkerStatus status;  // first error (device copy); `completed` is flushed by idle blocks
-  unsigned long long pad3[14];
+  // Copies of the host's submit_tail and stop kept by the pollers, so that
+  // the other blocks never read host memory (PCIe) while idle.
+  unsigned long long host_tail_seen;
+  unsigned int stop_seen;
+  unsigned int reserved3;
+  unsigned long long pad3[12];
 };
 
 // The single parameter of `gpuos_queue_worker` (by value).

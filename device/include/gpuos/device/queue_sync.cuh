@@ -1,0 +1,217 @@
+// Building blocks of the persistent worker (device/src/queue_worker.cu): the
+// queue's pointers, memory-order helpers, the device ready ring, submission
+// claims and completion accounting. Internal to the worker; operators never
+// include it. docs/runtime.md describes the protocol.
+#pragma once
+
+#include "gpuos/device/abi.h"
+#include "gpuos/device/queue.h"
+
+namespace gpuos {
+namespace device {
+namespace queue {
+
+constexpr unsigned long long kNone = ~0ull;
+constexpr unsigned long long kContended = ~0ull - 1;  // lost a race: try again at once
+constexpr unsigned int kNoTask = 0xffffffffu;
+constexpr unsigned int kNoSlot = 0xffffffffu;
+// Ready-ring entries a block takes at once, at most (one per thread of a warp).
+constexpr unsigned int kMaxBatch = 32;
+
+__device__ __forceinline__ unsigned long long GlobalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Acquire at system scope: the host's writes before its release of *p are
+// visible after this load.
+__device__ __forceinline__ unsigned long long LoadAcquireSys(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T Volatile(const T* p) {
+  return *reinterpret_cast<const volatile T*>(p);
+}
+
+template <typename T>
+__device__ __forceinline__ void StoreVolatile(T* p, T v) {
+  *reinterpret_cast<volatile T*>(p) = v;
+}
+
+struct Queue {
+  QueueControl* control;
+  const Submission* submissions;
+  unsigned long long* done;
+  const TaskDesc* staged_tasks;
+  const TensorDesc* staged_tensors;
+  const unsigned int* staged_successors;
+  TaskDesc* tasks;
+  TensorDesc* tensors;
+  unsigned int* successors;
+  NodeState* nodes;
+  unsigned long long* ready;
+  QueueDeviceState* state;
+  unsigned int* remaining;
+  unsigned long long* sequences;
+  unsigned long long idle_park_ns;
+  unsigned long long generation;
+  unsigned int task_capacity;
+  unsigned int tensor_capacity;
+  unsigned int successor_capacity;
+  unsigned int submission_capacity;
+  unsigned int ready_capacity;
+};
+
+__device__ __forceinline__ Queue Unpack(const QueueParams& p) {
+  Queue q;
+  q.control = reinterpret_cast<QueueControl*>(p.control);
+  q.submissions = reinterpret_cast<const Submission*>(p.submissions);
+  q.done = reinterpret_cast<unsigned long long*>(p.done);
+  q.staged_tasks = reinterpret_cast<const TaskDesc*>(p.staged_tasks);
+  q.staged_tensors = reinterpret_cast<const TensorDesc*>(p.staged_tensors);
+  q.staged_successors = reinterpret_cast<const unsigned int*>(p.staged_successors);
+  q.tasks = reinterpret_cast<TaskDesc*>(p.tasks);
+  q.tensors = reinterpret_cast<TensorDesc*>(p.tensors);
+  q.successors = reinterpret_cast<unsigned int*>(p.successors);
+  q.nodes = reinterpret_cast<NodeState*>(p.nodes);
+  q.ready = reinterpret_cast<unsigned long long*>(p.ready);
+  q.state = reinterpret_cast<QueueDeviceState*>(p.state);
+  q.remaining = reinterpret_cast<unsigned int*>(p.remaining);
+  q.sequences = reinterpret_cast<unsigned long long*>(p.sequences);
+  q.idle_park_ns = p.idle_park_ns;
+  q.generation = p.generation;
+  q.task_capacity = p.task_capacity;
+  q.tensor_capacity = p.tensor_capacity;
+  q.successor_capacity = p.successor_capacity;
+  q.submission_capacity = p.submission_capacity;
+  q.ready_capacity = p.ready_capacity;
+  return q;
+}
+
+// A ready-ring entry: task + 1 (bits 0-31, so 0 means empty), the ring slot
+// of its submission (bits 32-62) and whether it is a helper reference of a
+// tiled task (bit 63). Helper references are counted in the submission's
+// `remaining` until they are popped, so a submission never completes (and
+// its arenas are never reused) while one of them is still in the ring.
+struct ReadyEntry {
+  unsigned int task;
+  unsigned int slot;
+  bool helper;
+};
+
+__device__ __forceinline__ unsigned long long EncodeReady(unsigned int task, unsigned int slot,
+                                                          bool helper) {
+  return (helper ? (1ull << 63) : 0ull) | (static_cast<unsigned long long>(slot) << 32) |
+         (static_cast<unsigned long long>(task) + 1ull);
+}
+
+__device__ __forceinline__ ReadyEntry DecodeReady(unsigned long long value) {
+  ReadyEntry e;
+  e.task = static_cast<unsigned int>(value & 0xffffffffull) - 1u;
+  e.slot = static_cast<unsigned int>((value >> 32) & 0x7fffffffull);
+  e.helper = (value >> 63) != 0;
+  return e;
+}
+
+// Writes an entry at a reserved ring position. The host reserves ring room
+// for every push of the submissions in flight, so the position is free or
+// about to be freed by the consumer of the entry one lap earlier. REQUIRES:
+// the writer's earlier writes that the entry publishes are fenced.
+__device__ __forceinline__ void WriteReady(const Queue& q, unsigned long long position,
+                                           unsigned long long value) {
+  unsigned long long* slot = q.ready + position % q.ready_capacity;
+  while (Volatile(slot) != 0) __nanosleep(32);
+  StoreVolatile(slot, value);
+}
+
+// One thread: fences, then pushes one entry.
+__device__ __forceinline__ void PushReady(const Queue& q, unsigned long long value) {
+  __threadfence();
+  WriteReady(q, atomicAdd(&q.state->ready_tail, 1ull), value);
+}
+
+// One thread: claims up to kMaxBatch ring positions (about an even share of
+// what is ready among the blocks). Returns the first position (count in
+// *count), kNone or kContended.
+__device__ __forceinline__ unsigned long long TryPopBatch(const Queue& q, unsigned int* count) {
+  const unsigned long long head = Volatile(&q.state->ready_head);
+  const unsigned long long tail = Volatile(&q.state->ready_tail);
+  if (head >= tail) return kNone;
+  unsigned long long take = (tail - head) / gridDim.x;
+  take = take < 1 ? 1 : (take > kMaxBatch ? kMaxBatch : take);
+  if (atomicCAS(&q.state->ready_head, head, head + take) != head) return kContended;
+  *count = static_cast<unsigned int>(take);
+  return head;
+}
+
+// One thread: the entry at a claimed position (waits until its producer has
+// written it), clearing the position; acquires what the producer published.
+__device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
+                                                        unsigned long long position) {
+  unsigned long long* slot = q.ready + position % q.ready_capacity;
+  unsigned long long value;
+  while ((value = Volatile(slot)) == 0) __nanosleep(16);
+  StoreVolatile(slot, 0ull);
+  __threadfence();
+  return value;
+}
+
+// One thread: the index of a newly claimed submission, kNone or kContended.
+__device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q) {
+  const unsigned long long tail = LoadAcquireSys(&q.control->submit_tail);
+  if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
+  const unsigned long long head = Volatile(&q.state->submit_head);
+  if (head >= tail) return kNone;
+  if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
+  atomicAdd(&q.state->in_flight, 1u);
+  atomicMax(&q.state->last_admit_ns, GlobalTimerNs());
+  return head;
+}
+
+// One thread: mirrors an error into mapped memory, then publishes the
+// completion of ring slot `slot` to the host.
+__device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot) {
+  QueueControl* c = q.control;
+  const QueueDeviceState* s = q.state;
+  const unsigned long long sequence = Volatile(q.sequences + slot);
+  const unsigned int error = Volatile(&s->status.error);
+  if (error != 0) {
+    StoreVolatile(&c->status.task_id, Volatile(&s->status.task_id));
+    StoreVolatile(&c->status.detail, Volatile(&s->status.detail));
+    StoreVolatile(&c->status.error, error);
+  }
+  __threadfence_system();
+  StoreVolatile(q.done + slot, sequence);
+  atomicSub(&q.state->in_flight, 1u);
+}
+
+// Thread 0 of a block: tasks (and popped helper references) finished by the
+// block, counted locally and subtracted from their submission's `remaining`
+// in one atomic when the block moves to another submission or goes idle. A
+// submission completes when its count reaches zero.
+struct Completions {
+  unsigned int slot = kNoSlot;
+  unsigned int count = 0;
+
+  __device__ void Add(const Queue& q, unsigned int task_slot, unsigned int n) {
+    if (task_slot != slot) {
+      Flush(q);
+      slot = task_slot;
+    }
+    count += n;
+  }
+  __device__ void Flush(const Queue& q) {
+    if (count == 0) return;
+    __threadfence();  // the tasks' results before their completion
+    if (atomicSub(q.remaining + slot, count) == count) CompleteSubmission(q, slot);
+    count = 0;
+  }
+};
+
+}  // namespace queue
+}  // namespace device
+}  // namespace gpuos
