@@ -266,3 +266,64 @@ TEST_F(RuntimeGpuTest, IndependentTasksAndErrors) {
 
 }  // namespace
 }  // namespace gpuos::runtime
+
+namespace gpuos::runtime {
+namespace {
+
+// Regression: Runtime::Open dereferenced a null FindLatest() for operators
+// with a second type variable (cast), so any image holding std.layout crashed.
+TEST(RuntimeSecondTypeVariableTest, CastResolvesPerTypePairAndRuns) {
+  auto layout =
+      registry::LoadPackFile(std::string(GPUOS_SOURCE_DIR) + "/operators/std_layout.yaml");
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  RuntimeConfig config;
+  for (const auto& spec : layout->operators) {
+    if (spec.name == "cast") config.operators.push_back(spec);
+  }
+  ASSERT_EQ(config.operators.size(), 1u);
+  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
+  auto runtime = Runtime::Open(config);
+  if (!runtime.ok() && runtime.status().code() == StatusCode::kUnavailable &&
+      runtime.status().message().rfind("no CUDA", 0) == 0) {
+    GTEST_SKIP() << runtime.status().message();
+  }
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  Runtime& rt = **runtime;
+
+  auto unpaired = rt.Resolve("cast", DType::kF32);
+  ASSERT_FALSE(unpaired.ok());
+  EXPECT_NE(unpaired.status().message().find("f32->i64"), std::string::npos)
+      << unpaired.status().message();
+  auto to_i64 = rt.Resolve("cast", DType::kF32, DType::kI64);
+  auto to_i32 = rt.Resolve("cast", DType::kF32, DType::kI32);
+  ASSERT_TRUE(to_i64.ok() && to_i32.ok());
+  EXPECT_NE(to_i64->slot, to_i32->slot);
+  EXPECT_NE(to_i64->logical, to_i32->logical);
+
+  constexpr long long kN = 1000;
+  std::vector<float> values(kN);
+  for (long long i = 0; i < kN; ++i) values[i] = static_cast<float>(i - 500) + 0.75f;
+  auto input = testing::Upload(rt, values);
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  auto out = rt.Allocate(kN * sizeof(long long));
+  ASSERT_TRUE(out.ok());
+  std::vector<unsigned char> poison(kN * sizeof(long long), 0xff);
+  ASSERT_TRUE(rt.CopyToDevice(out->address, poison.data(), poison.size()).ok());
+  const device::TensorDesc out_desc =
+      device::MakeContiguousTensorDesc(out->address, device::kDTypeI64, 1, &kN);
+  TaskGraph graph(rt);
+  TaskOptions options;
+  options.out_dtype = DType::kI64;
+  ASSERT_TRUE(graph.Add("cast", DType::kF32, {input->desc, out_desc}, {}, {}, options).ok());
+  auto future = rt.Submit(graph);
+  ASSERT_TRUE(future.ok()) << future.status().ToString();
+  ASSERT_TRUE(future->Wait().ok());
+  std::vector<long long> got(kN);
+  ASSERT_TRUE(rt.CopyToHost(got.data(), out->address, kN * sizeof(long long)).ok());
+  for (long long i = 0; i < kN; ++i) {
+    ASSERT_EQ(got[i], static_cast<long long>(values[i])) << "element " << i;  // truncation
+  }
+}
+
+}  // namespace
+}  // namespace gpuos::runtime

@@ -8,6 +8,11 @@
 #include "runtime_impl.h"
 
 namespace gpuos::runtime {
+
+std::tuple<std::string, int, int> LogicalKey(const std::string& op, DType dtype,
+                                             std::optional<DType> out_dtype) {
+  return {op, static_cast<int>(dtype), out_dtype ? static_cast<int>(*out_dtype) : -1};
+}
 namespace {
 
 constexpr std::size_t kAlign = 256;
@@ -131,9 +136,14 @@ Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
   // Logical ids: one per (operator, dtype), the newest version's slot.
   std::vector<unsigned int> aliases(device::kMaxLogicalOps, 0);
   for (const registry::ImageEntry& entry : image_.entries) {
-    const auto key = std::make_pair(entry.op_name, static_cast<int>(entry.dtype));
+    // Operators with a second type variable (cast) have one logical id per
+    // (T, U) pair.
+    const auto key = LogicalKey(entry.op_name, entry.dtype, entry.out_dtype);
     if (logical_by_name_.count(key) != 0) continue;
-    const registry::ImageEntry* latest = image_.FindLatest(entry.op_name, entry.dtype);
+    const registry::ImageEntry* latest =
+        image_.FindLatest(entry.op_name, entry.dtype, entry.out_dtype);
+    if (latest == nullptr)
+      return Internal("image entry " + entry.symbol + " has no latest version");
     if (operators_.size() + 1 >= device::kMaxLogicalOps) {
       return InvalidArgument("the image has more than " +
                              std::to_string(device::kMaxLogicalOps - 1) +
@@ -143,6 +153,7 @@ Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
     ref.name = latest->op_name;
     ref.version = latest->version;
     ref.dtype = latest->dtype;
+    ref.out_dtype = latest->out_dtype;
     ref.slot = latest->slot;
     ref.logical = static_cast<std::uint32_t>(operators_.size() + 1);
     for (const registry::OperatorSpec& spec : specs_) {
@@ -272,16 +283,20 @@ Status RuntimeImpl::Copy(bool to_device, std::uint64_t address, void* host, std:
   return Cuda(driver_->cuStreamSynchronize(copy_stream_), "waiting for a copy");
 }
 
-Expected<OperatorRef> RuntimeImpl::Resolve(const std::string& op, DType dtype) const {
-  auto it = logical_by_name_.find({op, static_cast<int>(dtype)});
+Expected<OperatorRef> RuntimeImpl::Resolve(const std::string& op, DType dtype,
+                                           std::optional<DType> out_dtype) const {
+  auto it = logical_by_name_.find(LogicalKey(op, dtype, out_dtype));
   if (it != logical_by_name_.end()) return operators_[it->second - 1];
   std::string dtypes;
   std::string names;
   for (const OperatorRef& ref : operators_) {
-    if (ref.name == op) dtypes += (dtypes.empty() ? "" : ", ") + std::string(DTypeName(ref.dtype));
+    if (ref.name != op) continue;
+    dtypes += (dtypes.empty() ? "" : ", ") + std::string(DTypeName(ref.dtype));
+    if (ref.out_dtype) dtypes += std::string("->") + DTypeName(*ref.out_dtype);
   }
   if (!dtypes.empty()) {
     return NotFound("operator '" + op + "' has no " + std::string(DTypeName(dtype)) +
+                    (out_dtype ? std::string("->") + DTypeName(*out_dtype) : std::string()) +
                     " instantiation in the kernel image (it has: " + dtypes + ")");
   }
   return NotFound("operator '" + op + "' is not in the kernel image (" +
@@ -305,8 +320,9 @@ Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeConfig& config) {
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
-Expected<OperatorRef> Runtime::Resolve(const std::string& op, DType dtype) const {
-  return impl_->Resolve(op, dtype);
+Expected<OperatorRef> Runtime::Resolve(const std::string& op, DType dtype,
+                                       std::optional<DType> out_dtype) const {
+  return impl_->Resolve(op, dtype, out_dtype);
 }
 Expected<DeviceBuffer> Runtime::Allocate(std::size_t bytes) { return impl_->Allocate(bytes); }
 void Runtime::Free(const DeviceBuffer& buffer) { impl_->Free(buffer); }

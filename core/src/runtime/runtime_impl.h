@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpuos/cuda_driver.h"
@@ -41,6 +42,10 @@ struct InFlight {
   std::uint32_t ready_entries = 0;
 };
 
+// Key of logical_by_name_.
+std::tuple<std::string, int, int> LogicalKey(const std::string& op, DType dtype,
+                                             std::optional<DType> out_dtype);
+
 class RuntimeImpl {
  public:
   ~RuntimeImpl();
@@ -64,7 +69,8 @@ class RuntimeImpl {
   Expected<DeviceBuffer> Allocate(std::size_t bytes);
   void Free(const DeviceBuffer& buffer);
   Status Copy(bool to_device, std::uint64_t address, void* host, std::size_t bytes);
-  Expected<OperatorRef> Resolve(const std::string& op, DType dtype) const;
+  Expected<OperatorRef> Resolve(const std::string& op, DType dtype,
+                                std::optional<DType> out_dtype) const;
   const OperatorRef* ByLogical(std::uint32_t logical) const;
 
   const registry::KernelImage& image() const { return image_; }
@@ -98,7 +104,8 @@ class RuntimeImpl {
   registry::KernelImage image_;
   std::vector<registry::OperatorSpec> specs_;
   std::vector<OperatorRef> operators_;  // index = logical id - 1
-  std::map<std::pair<std::string, int>, std::uint32_t> logical_by_name_;
+  // (operator, dtype, out_dtype or -1) -> logical id.
+  std::map<std::tuple<std::string, int, int>, std::uint32_t> logical_by_name_;
 
   // Mapped host memory and device memory of the queue (queue.h).
   void* host_block_ = nullptr;

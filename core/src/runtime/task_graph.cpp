@@ -46,7 +46,7 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
                                 const std::vector<device::TensorDesc>& tensors,
                                 const Attributes& attributes, const std::vector<TaskId>& deps,
                                 const TaskOptions& options) {
-  GPUOS_ASSIGN_OR_RETURN(const OperatorRef ref, runtime_->Resolve(op, dtype));
+  GPUOS_ASSIGN_OR_RETURN(const OperatorRef ref, runtime_->Resolve(op, dtype, options.out_dtype));
   const std::string what =
       "task " + std::to_string(tasks_.size()) + " (" + op + " " + DTypeName(dtype) + ")";
   if (ref.spec == nullptr) return Internal(what + ": the image entry has no spec");

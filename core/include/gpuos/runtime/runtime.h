@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,8 +82,9 @@ struct OperatorRef {
   std::string name;
   registry::SemVer version;
   DType dtype = DType::kF32;
-  std::uint32_t slot = 0;     // in the image's operator table
-  std::uint32_t logical = 0;  // alias-table id: what tasks carry
+  std::optional<DType> out_dtype;  // U of operators with out_dtypes (cast f32 -> i64)
+  std::uint32_t slot = 0;          // in the image's operator table
+  std::uint32_t logical = 0;       // alias-table id: what tasks carry
   const registry::OperatorSpec* spec = nullptr;
 };
 
@@ -124,7 +126,8 @@ class Runtime {
 
   // The newest version of `op` for `dtype` in the image. NotFound names
   // what the image has.
-  Expected<OperatorRef> Resolve(const std::string& op, DType dtype) const;
+  Expected<OperatorRef> Resolve(const std::string& op, DType dtype,
+                                std::optional<DType> out_dtype = std::nullopt) const;
 
   // Device memory (cuMemAlloc; fine while the worker runs). Free is
   // deferred until the worker is parked.

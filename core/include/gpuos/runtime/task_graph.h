@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,9 @@ struct TaskOptions {
   // (kWorkItemsPerTile elementwise, kSlicesPerTile otherwise), at most
   // kMaxTiles.
   std::uint32_t tiles = 0;
+  // The second type variable U of operators that have one (cast: dtype is
+  // the input's, out_dtype the output's).
+  std::optional<DType> out_dtype;
 };
 
 inline constexpr long long kWorkItemsPerTile = 8192;
