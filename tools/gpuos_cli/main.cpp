@@ -2,7 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "../cli_support/exit_codes.h"
+#include "../cli_support/run_app.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -19,15 +19,5 @@ int main(int argc, char** argv) {
   app.add_flag("--json", ctx.json, "print one JSON document instead of text");
   AddDemoCommand(app, ctx);
   AddDoctorCommand(app, ctx);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
-  } catch (const std::exception& e) {
-    // A bug, not a user error: report it instead of aborting.
-    return Output("gpuos", ctx.json)
-        .Fail(gpuos::Internal(std::string("unexpected error: ") + e.what()));
-  }
-  return ctx.exit_code;
+  return ParseAndRun(app, argc, argv, "gpuos", ctx.json, ctx.exit_code);
 }

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "../cli_support/exit_codes.h"
+#include "../cli_support/run_app.h"
 #include "context.h"
 #include "gpuos/environment.h"
 
@@ -75,14 +75,5 @@ int main(int argc, char** argv) {
   AddExportCommand(app, ctx);
   AddImportCommand(app, ctx);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
-  } catch (const std::exception& e) {
-    // A bug, not a user error: report it instead of aborting.
-    return Output("gpuos-registry", ctx.json).Fail(gpuos::Internal(std::string("unexpected error: ") + e.what()));
-  }
-  return ctx.exit_code;
+  return ParseAndRun(app, argc, argv, "gpuos-registry", ctx.json, ctx.exit_code);
 }
