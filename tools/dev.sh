@@ -63,8 +63,20 @@ build() {
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }
 
+check_format() {
+  if ! git -C "$ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    log "not a git checkout: skipping the clang-format check"
+    return
+  fi
+  log "checking formatting (clang-format $(clang-format --version | grep -o '[0-9][0-9.]*' | head -1))"
+  git -C "$ROOT" ls-files -z '*.cpp' '*.h' '*.cu' '*.cuh' |
+    (cd "$ROOT" && xargs -0 clang-format --dry-run --Werror) ||
+    { log "files above are not formatted: run clang-format -i on them"; exit 1; }
+}
+
 run_tests() {
   build
+  check_format
   local seconds="${GPUOS_FUZZ_SECONDS:-30}"
   if [[ "$seconds" != "0" ]]; then
     log "fuzzing the pack loader for ${seconds}s"

@@ -22,8 +22,7 @@ TEST(StatusTest, OkAndErrorCarryCodeAndMessage) {
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_EQ(s.ToString(), "not_found: operator 'x' is not in the repository");
-  EXPECT_EQ(s.WithContext("rollback").message(),
-            "rollback: operator 'x' is not in the repository");
+  EXPECT_EQ(s.WithContext("rollback").message(), "rollback: operator 'x' is not in the repository");
 }
 
 TEST(StatusTest, ExpectedHoldsValueOrStatus) {

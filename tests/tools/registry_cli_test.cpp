@@ -255,10 +255,12 @@ TEST_F(RegistryCliTest, ImportOfADamagedFileFailsCleanlyAndCreatesNothing) {
   EXPECT_FALSE(std::filesystem::exists(target)) << r.output;
 
   WriteFile(dir_.path() + "/text.gpuos", "not a database\n");
-  CommandResult text = RunCommand(kTool + " --db " + target + " import " + dir_.path() + "/text.gpuos");
+  CommandResult text =
+      RunCommand(kTool + " --db " + target + " import " + dir_.path() + "/text.gpuos");
   EXPECT_EQ(text.exit_code, 7) << text.output;
   EXPECT_FALSE(std::filesystem::exists(target));
-  CommandResult missing = RunCommand(kTool + " --db " + target + " import " + dir_.path() + "/none");
+  CommandResult missing =
+      RunCommand(kTool + " --db " + target + " import " + dir_.path() + "/none");
   EXPECT_EQ(missing.exit_code, 3) << missing.output;
 }
 

@@ -26,6 +26,7 @@
 
 // Every driver entry point gpuos uses. All must resolve for the load to
 // succeed (a driver older than the CUDA 13 headers is reported, not used).
+// clang-format off
 #define GPUOS_CUDA_DRIVER_FUNCTIONS(X) \
   X(cuGetErrorName)                    \
   X(cuGetErrorString)                  \
@@ -68,6 +69,7 @@
   X(cuGraphLaunch)                     \
   X(cuGraphExecDestroy)                \
   X(cuGraphDestroy)
+// clang-format on
 
 namespace gpuos {
 

@@ -1,6 +1,5 @@
 // Repository::Export: a self-contained snapshot written with VACUUM INTO.
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <filesystem>

@@ -7,9 +7,8 @@
 // everything that changes behaviour (code, signature, dtypes, defaults).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gpuos/registry/operator_spec.h"
 #include "gpuos/status.h"
@@ -19,8 +18,7 @@ namespace gpuos::registry {
 // Canonical JSON. `with_locations` adds "location" members (used when the
 // repository keeps where a version came from, for error mapping at build
 // time); the content hash always uses the form without them.
-nlohmann::json OperatorToJson(const OperatorSpec& spec,
-                              bool with_locations = false);
+nlohmann::json OperatorToJson(const OperatorSpec& spec, bool with_locations = false);
 
 // Inverse of OperatorToJson; accepts either form. Errors name the field.
 Expected<OperatorSpec> OperatorFromJson(const nlohmann::json& json);
