@@ -11,7 +11,17 @@
 // Results are checked (chain) before timing; variants are interleaved.
 //
 //   gpuos_bench_dispatch OUT.json [iterations]
+//
+// Diagnostics (off by default):
+//   GPUOS_BENCH_TILES=2,4,8  also chain100 with each add split into that many
+//                            tiles (TaskOptions::tiles): variants gpuos_tilesN
+//   GPUOS_PHASE_TIMING=1     build an instrumented image
+//                            (gpuos/device/phase_timing.cuh): chain100 runs
+//                            only cuda_one_kernel and gpuos, and the cycles
+//                            per phase of both are printed (timings are not
+//                            comparable with an uninstrumented run)
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,11 +29,13 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "../tests/core/runtime_test_util.h"
 #include "gpuos/cuda_driver.h"
+#include "gpuos/device/phase_timing.cuh"
 
 namespace gpuos::runtime {
 namespace {
@@ -101,14 +113,23 @@ int Main(int argc, char** argv) {
     return true;
   };
 
-  // gpuos: the chain as one graph.
-  TaskGraph chain(*runtime);
-  for (int i = 0; i < kOps; ++i) {
-    std::vector<TaskId> deps;
-    if (i > 0) deps.push_back(static_cast<TaskId>(i - 1));
-    CHECK_OK(chain.Add("add", DType::kF32, {bufs[i % 2]->desc, one->desc, bufs[(i + 1) % 2]->desc},
-                       {{"alpha", std::to_string(alpha_of(i))}}, deps));
-  }
+  // gpuos: the chain as one graph (tiles 0: the runtime's choice).
+  auto make_chain = [&](std::uint32_t tiles) {
+    auto graph = std::make_unique<TaskGraph>(*runtime);
+    TaskOptions options;
+    options.tiles = tiles;
+    for (int i = 0; i < kOps; ++i) {
+      std::vector<TaskId> deps;
+      if (i > 0) deps.push_back(static_cast<TaskId>(i - 1));
+      CHECK_OK(graph->Add("add", DType::kF32,
+                          {bufs[i % 2]->desc, one->desc, bufs[(i + 1) % 2]->desc},
+                          {{"alpha", std::to_string(alpha_of(i))}}, deps, options));
+    }
+    return graph;
+  };
+  const std::unique_ptr<TaskGraph> chain_graph = make_chain(0);
+  const TaskGraph& chain = *chain_graph;
+  const bool phase_timing = runtime->ImageGlobal("gpuos_phase_cycles").ok();
   // Baselines: the same tasks, one launch of the one-shot worker each.
   CUmodule module = nullptr;
   CUfunction worker = nullptr;
@@ -180,6 +201,28 @@ int Main(int argc, char** argv) {
          CHECK_OK(f->Wait(std::chrono::seconds(5)));
        }},
   };
+  std::vector<std::unique_ptr<TaskGraph>> tiled_chains;
+  if (const char* tiles = std::getenv("GPUOS_BENCH_TILES"); tiles != nullptr && !phase_timing) {
+    for (const char* p = tiles; *p != '\0';) {
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(p, &end, 10);
+      if (end == p) break;
+      if (n >= 1) {
+        tiled_chains.push_back(make_chain(static_cast<std::uint32_t>(n)));
+        const TaskGraph* tiled = tiled_chains.back().get();
+        chain_variants["gpuos_tiles" + std::to_string(n)] = [&runtime, tiled] {
+          auto f = runtime->Submit(*tiled);
+          CHECK_OK(f);
+          CHECK_OK(f->Wait(std::chrono::seconds(5)));
+        };
+      }
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (phase_timing) {
+    chain_variants.erase("cuda_launch");
+    chain_variants.erase("cuda_graph");
+  }
   TaskGraph noop(*runtime);
   CHECK_OK(noop.AddNoop());
   auto warm = [&] {  // make sure the worker is running
@@ -189,7 +232,7 @@ int Main(int argc, char** argv) {
   };
   std::map<std::string, bool> correct;
   for (auto& [name, run] : chain_variants) {  // correctness, then warm-up
-    if (name == "gpuos")
+    if (name.rfind("gpuos", 0) == 0)
       warm();
     else
       CHECK_OK(runtime->WaitUntilParked());
@@ -199,16 +242,77 @@ int Main(int argc, char** argv) {
     correct[name] = check();
     for (int w = 0; w < 5; ++w) run();
   }
+  // Phase timing: zero the sums of both images (the runtime's, this
+  // module's) after the warm-up, print them after the chain runs.
+  const std::array<const char*, 2> phase_symbols = {"gpuos_phase_cycles", "gpuos_phase_counts"};
+  auto phase_sums = [&](bool clear) {
+    std::array<std::array<std::uint64_t, device::kPhaseSlots>, 4> sums = {};
+    for (int s = 0; s < 2; ++s) {
+      auto global = runtime->ImageGlobal(phase_symbols[s]);
+      CHECK_OK(global);
+      CUdeviceptr local = 0;
+      std::size_t local_bytes = 0;
+      CHECK_CU(d->cuModuleGetGlobal(&local, &local_bytes, module, phase_symbols[s]));
+      const std::size_t bytes = sizeof(sums[0]);
+      if (clear) {
+        CHECK_OK(runtime->CopyToDevice(global->address, sums[s].data(), bytes));
+        CHECK_OK(runtime->CopyToDevice(local, sums[s].data(), bytes));
+      } else {
+        CHECK_OK(runtime->CopyToHost(sums[s].data(), global->address, bytes));
+        CHECK_OK(runtime->CopyToHost(sums[2 + s].data(), local, bytes));
+      }
+    }
+    return sums;
+  };
+  if (phase_timing) phase_sums(true);
   std::map<std::string, Samples> chain_samples;
   for (int it = 0; it < iterations; ++it) {
     for (auto& [name, run] : chain_variants) {
-      if (name == "gpuos")
+      if (name.rfind("gpuos", 0) == 0)
         warm();
       else
         CHECK_OK(runtime->WaitUntilParked());
       const auto t0 = Clock::now();
       run();
       chain_samples[name].us.push_back(Since(t0));
+    }
+  }
+
+  if (phase_timing) {
+    CHECK_OK(runtime->WaitUntilParked());  // also measures the SM clock
+    const double mhz =
+        runtime->stats().worker_sm_clock_mhz > 0 ? runtime->stats().worker_sm_clock_mhz : 1980.0;
+    const auto sums = phase_sums(false);
+    const char* names[device::kPhaseSlots] = {"queue: window, tile copy, claim",
+                                              "queue: tensor descriptors",
+                                              "queue: gpuos_run_task (thread 0)",
+                                              "queue: barrier after the op",
+                                              "queue: completion/successor",
+                                              "queue: whole step",
+                                              "one-shot: gpuos_run_task (thread 0)",
+                                              "one-shot: barrier + count",
+                                              "op: arity/dtype checks",
+                                              "op: ElementwiseTile (dense check)",
+                                              "op: operands, attributes",
+                                              "op: loop (loads, body, stores)",
+                                              "",
+                                              "",
+                                              "",
+                                              ""};
+    std::printf(
+        "phase timing (thread 0, SM clock %.0f MHz): image slot name count "
+        "cycles/count us/count\n",
+        mhz);
+    for (int image = 0; image < 2; ++image) {
+      for (int k = 0; k < device::kPhaseSlots; ++k) {
+        const std::uint64_t cycles = sums[2 * image][k];
+        const std::uint64_t count = sums[2 * image + 1][k];
+        if (count == 0) continue;
+        const double per = static_cast<double>(cycles) / static_cast<double>(count);
+        std::printf("phase %-8s %2d %-36s %8llu %10.1f %8.3f\n",
+                    image == 0 ? "runtime" : "one-shot", k, names[k],
+                    static_cast<unsigned long long>(count), per, per / mhz);
+      }
     }
   }
 

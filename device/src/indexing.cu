@@ -32,21 +32,30 @@ __device__ __noinline__ long long LinearToOffset(const TensorDesc& desc, long lo
   return offset;
 }
 
+// Branch-free over the dimensions (all kMaxRank of them, masked by the rank)
+// so that every descriptor load is issued at once instead of one dependent
+// load after another.
 __device__ __noinline__ bool DenseElementwise(const OpCall& call, int num_inputs, int num_outputs) {
   const TensorDesc& shape = call.tensor(num_inputs);
-  if (call.task->begin < 0 || call.task->end > shape.numel) return false;
+  const int rank = shape.rank;
+  // Bitwise operators: no short circuit, so no load waits for a branch.
+  bool ok = (call.task->begin >= 0) & (call.task->end <= shape.numel) & (rank >= 0) &
+            (rank <= kMaxRank);
   const int count = num_inputs + num_outputs;
   for (int k = 0; k < count; ++k) {
     const TensorDesc& t = call.tensor(k);
-    if (t.rank != shape.rank || t.numel != shape.numel) return false;
+    ok = ok & (t.rank == rank) & (t.numel == shape.numel);
     long long expected = 1;
-    for (int d = t.rank - 1; d >= 0; --d) {
-      if (t.sizes[d] != shape.sizes[d]) return false;
-      if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
-      expected *= t.sizes[d];
+#pragma unroll
+    for (int d = kMaxRank - 1; d >= 0; --d) {
+      const long long size = t.sizes[d];
+      const long long stride = t.strides[d];
+      const bool inside = d < rank;
+      ok = ok & (!inside | ((size == shape.sizes[d]) & ((size == 1) | (stride == expected))));
+      expected = inside ? expected * size : expected;
     }
   }
-  return true;
+  return ok;
 }
 
 __device__ __noinline__ bool PrepareElementwise(const OpCall& call, int num_inputs, int num_outputs,

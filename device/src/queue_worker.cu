@@ -25,6 +25,7 @@
 // kWorkerThreads, no dynamic shared memory, one parameter (QueueParams).
 #include "gpuos/device/abi.h"
 #include "gpuos/device/op_call.cuh"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
 #include "gpuos/device/queue_sync.cuh"
 
@@ -207,22 +208,22 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   return first_root == kNoTask ? kNone : EncodeReady(first_root, slot, false);
 }
 
-// All threads: loads the tensor descriptors of `tile` into
-// cache.descs[current ^ 1], reusing the previous task's where the index
-// repeats, and switches to them. Returns the first bad tensor or -1.
-__device__ int LoadTensors(const Queue& q, BlockCache& cache, TaskDesc& tile,
-                           unsigned int num_tensors) {
-  __shared__ int bad_tensor;
-  const unsigned int previous = cache.current;
+// All threads: loads the descriptors of the tensors `indices[0, num_tensors)`
+// into cache.descs[previous ^ 1], reusing those of cache.descs[previous]
+// where the index repeats, and records their indices. One barrier, at the
+// end. Returns whether any index is out of range (its descriptor is not
+// loaded and its cache entry is left invalid). `indices` must not change
+// during the call.
+__device__ bool LoadTensors(const Queue& q, BlockCache& cache, const int* indices,
+                            unsigned int num_tensors, unsigned int previous) {
   const unsigned int next = previous ^ 1u;
-  if (threadIdx.x == 0) bad_tensor = -1;
-  __syncthreads();
+  int bad = 0;
   for (unsigned int w = threadIdx.x; w < num_tensors * kTensorWords; w += blockDim.x) {
     const unsigned int k = w / kTensorWords;
     const unsigned int word = w % kTensorWords;
-    const int index = tile.tensors[k];
+    const int index = indices[k];
     if (index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity) {
-      bad_tensor = static_cast<int>(k);
+      bad = 1;
       continue;
     }
     int cached = -1;
@@ -234,47 +235,76 @@ __device__ int LoadTensors(const Queue& q, BlockCache& cache, TaskDesc& tile,
         cached >= 0 ? reinterpret_cast<const int4*>(&cache.descs[previous][cached])[word]
                     : __ldcg(reinterpret_cast<const int4*>(q.tensors + index) + word);
   }
-  __syncthreads();
   if (threadIdx.x < kMaxTaskTensors) {
-    const int index = threadIdx.x < num_tensors ? tile.tensors[threadIdx.x] : -1;
+    const int index = threadIdx.x < num_tensors ? indices[threadIdx.x] : -1;
     cache.desc_index[next][threadIdx.x] =
-        bad_tensor >= 0 || index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity
-            ? -1
-            : index;
+        index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity ? -1 : index;
   }
-  if (threadIdx.x == 0) cache.current = next;
-  __syncthreads();
-  return bad_tensor;
+  return __syncthreads_or(bad) != 0;
+}
+
+// Thread 0: the first tensor of `task` whose index is out of range.
+__device__ unsigned int FirstBadTensor(const Queue& q, const TaskDesc& task,
+                                       unsigned int num_tensors) {
+  for (unsigned int k = 0; k < num_tensors; ++k) {
+    if (task.tensors[k] < 0 || static_cast<unsigned int>(task.tensors[k]) >= q.tensor_capacity) {
+      return k;
+    }
+  }
+  return 0;
+}
+
+// Thread 0: the only successor of window entry `at` when this task is its
+// only predecessor (it is then ready as soon as the task is done and nobody
+// else touches its counter), else kNoTask.
+__device__ unsigned int SoleSuccessor(const Queue& q, const BlockCache& cache, unsigned int at) {
+  const unsigned int first = cache.first_successor[at];
+  if (cache.window[at].successor_count != 1 || first == kNoTask) return kNoTask;
+  const unsigned int deps = InWindow(cache, first)
+                                ? cache.window[first - cache.window_base].dependency_counter
+                                : __ldcg(&q.tasks[first].dependency_counter);
+  return deps == 1 ? first : kNoTask;
 }
 
 // All threads: runs the task of ready entry `entry` (its tiles) and then the
 // successors that became ready in this block, until there is nothing left
 // to run here.
+//
+// A step of a chain (an untiled task whose sole successor has it as sole
+// predecessor) costs three barriers: after thread 0 has copied the task and
+// decided its successor, after the tensor descriptors, after the operator.
+// Shared values written by thread 0 before a barrier are read by the others
+// between that barrier and the next one, so that thread 0 can rewrite them
+// in the next step without another barrier.
 __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& cache,
                          unsigned char* scratch, unsigned int* completed,
                          Completions* completions) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int next_task;
+  __shared__ unsigned int sole_successor;
   __shared__ int claimed;
   const ReadyEntry start = DecodeReady(entry);
   const unsigned int slot = start.slot;
   if (threadIdx.x == 0 && start.helper) completions->Add(q, slot, 1);
+  unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
   while (task != kNoTask) {
+    GPUOS_PHASE_BEGIN(step_clock);
+    GPUOS_PHASE_BEGIN(phase);
     if (!InWindow(cache, task)) LoadWindow(q, cache, task);
     const unsigned int at = task - cache.window_base;
-    if (threadIdx.x < kTaskWords) {
-      reinterpret_cast<int4*>(&tile)[threadIdx.x] =
-          reinterpret_cast<const int4*>(&cache.window[at])[threadIdx.x];
-    }
-    __syncthreads();
-    const unsigned int tiles = tile.num_tiles == 0 ? 1u : tile.num_tiles;
+    const TaskDesc& desc = cache.window[at];
     if (threadIdx.x == 0) {
+#pragma unroll
+      for (unsigned int w = 0; w < kTaskWords; ++w) {
+        reinterpret_cast<int4*>(&tile)[w] = reinterpret_cast<const int4*>(&desc)[w];
+      }
+      const unsigned int tiles = desc.num_tiles == 0 ? 1u : desc.num_tiles;
       // An untiled task is pushed or handed over exactly once: no claim.
       const unsigned int t = tiles == 1 ? 0u : atomicAdd(&q.nodes[task].tiles_next, 1u);
       claimed = t < tiles;
-      if (claimed) {
-        if (t == 0 && tiles > 1) {
+      if (claimed && tiles > 1) {
+        if (t == 0) {
           const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
           if (helpers != 0) {
             atomicAdd(q.remaining + slot, helpers);  // before they can be popped
@@ -285,38 +315,63 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
             }
           }
         }
-        const long long items = tile.end - tile.begin;
+        const long long items = desc.end - desc.begin;
         const long long chunk = (items + tiles - 1) / tiles;
-        const long long begin = tile.begin + chunk * t;
-        tile.begin = begin < tile.end ? begin : tile.end;
-        tile.end = begin + chunk < tile.end ? begin + chunk : tile.end;
+        const long long begin = desc.begin + chunk * t;
+        tile.begin = begin < desc.end ? begin : desc.end;
+        tile.end = begin + chunk < desc.end ? begin + chunk : desc.end;
       }
+      sole_successor = tiles == 1 ? SoleSuccessor(q, cache, at) : kNoTask;
     }
     __syncthreads();
     if (!claimed) return;
+    const unsigned int tiles = tile.num_tiles == 0 ? 1u : tile.num_tiles;
+    const unsigned int chain_next = sole_successor;
     const unsigned int num_tensors =
         tile.num_tensors <= kMaxTaskTensors ? tile.num_tensors : kMaxTaskTensors;
-    const int bad_tensor = num_tensors == 0 ? -1 : LoadTensors(q, cache, tile, num_tensors);
-    if (threadIdx.x == 0) {
-      for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
+    GPUOS_PHASE_MARK(phase, 0);
+    bool bad_tensor = false;
+    if (num_tensors != 0) {
+      // The operator indexes the block's descriptor copies: 0, 1, ...
+      // (LoadTensors reads the window's indices, not these).
+      if (threadIdx.x == 0) {
+        for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
+      }
+      bad_tensor = LoadTensors(q, cache, desc.tensors, num_tensors, current);
+      current ^= 1u;
+      if (threadIdx.x == 0) cache.current = current;
     }
-    __syncthreads();
+    GPUOS_PHASE_MARK(phase, 1);
     OpCall call;
     call.task = &tile;
-    call.tensors = cache.descs[cache.current];
+    call.tensors = cache.descs[current];
     call.scratch = scratch;
     call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
     call.num_tensors = num_tensors;
     call.status = &q.state->status;
-    if (bad_tensor < 0) {
+    if (!bad_tensor) {
       gpuos_run_task(call);
     } else if (threadIdx.x == 0) {
       gpuos::device::ReportError(call, gpuos::device::kWorkerBadTensorIndex,
-                                 static_cast<unsigned int>(bad_tensor));
+                                 FirstBadTensor(q, desc, num_tensors));
     }
-    __syncthreads();
+    GPUOS_PHASE_MARK(phase, 2);
+    __syncthreads();  // the results, and the scratch free for the next task
+    GPUOS_PHASE_MARK(phase, 3);
+    if (chain_next != kNoTask) {
+      // Sole successor, sole predecessor: the barrier above made the results
+      // visible to this block, which runs it next; no atomic, no fence.
+      if (threadIdx.x == 0) {
+        ++*completed;  // flushed when the block goes idle: a shared counter is a hot spot
+        completions->Add(q, slot, 1);
+      }
+      task = chain_next;
+      GPUOS_PHASE_MARK(phase, 4);
+      GPUOS_PHASE_MARK(step_clock, 5);
+      continue;
+    }
     if (threadIdx.x == 0) {
-      ++*completed;  // flushed when the block goes idle: a shared counter is a hot spot
+      ++*completed;
       unsigned int next = kNoTask;
       unsigned int done = 1;
       if (tiles > 1) {
@@ -330,17 +385,9 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         completions->Add(q, slot, 1);
         const unsigned int count = tile.successor_count;
         const unsigned int first = cache.first_successor[at];
-        bool direct = false;
-        if (count == 1 && first != kNoTask) {
-          // The only successor, and this task its only predecessor: it is
-          // ready now and nobody else will touch its counter.
-          const unsigned int deps = InWindow(cache, first)
-                                        ? cache.window[first - cache.window_base].dependency_counter
-                                        : __ldcg(&q.tasks[first].dependency_counter);
-          direct = deps == 1;
-        }
-        if (direct) {
-          next = first;
+        const unsigned int sole = tiles > 1 ? SoleSuccessor(q, cache, at) : kNoTask;
+        if (sole != kNoTask) {
+          next = sole;
         } else if (count != 0) {
           __threadfence();  // this task's results before its successors start
           for (unsigned int s = 0; s < count; ++s) {
@@ -362,6 +409,8 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
     }
     __syncthreads();
     task = next_task;
+    GPUOS_PHASE_MARK(phase, 4);
+    GPUOS_PHASE_MARK(step_clock, 5);
   }
 }
 

@@ -18,12 +18,18 @@
 //   gpuos_image_abi_version  GPUOS_RUNTIME_ABI_VERSION the image was built with
 #include "gpuos/device/abi.h"
 #include "gpuos/device/op_call.cuh"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
 
 extern "C" __device__ gpuos::device::OpFunction gpuos_op_table[];
 extern "C" __device__ unsigned int gpuos_op_table_size;
 
 extern "C" __device__ unsigned int gpuos_image_abi_version = GPUOS_RUNTIME_ABI_VERSION;
+
+#if defined(GPUOS_PHASE_TIMING) && GPUOS_PHASE_TIMING
+extern "C" __device__ unsigned long long gpuos_phase_cycles[gpuos::device::kPhaseSlots] = {};
+extern "C" __device__ unsigned long long gpuos_phase_counts[gpuos::device::kPhaseSlots] = {};
+#endif
 
 // Written by the host while no worker runs (and, later, by live updates).
 extern "C" __device__ unsigned int gpuos_alias_table[gpuos::device::kMaxLogicalOps] = {};
@@ -78,9 +84,12 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
     call.num_tensors = params.num_tensors;
     call.status = status;
+    GPUOS_PHASE_BEGIN(phase);
     gpuos_run_task(call);
+    GPUOS_PHASE_MARK(phase, 6);
     // The next task may reuse the scratch memory.
     __syncthreads();
     if (threadIdx.x == 0 && status != nullptr) atomicAdd(&status->completed, 1u);
+    GPUOS_PHASE_MARK(phase, 7);
   }
 }

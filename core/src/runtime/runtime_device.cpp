@@ -341,6 +341,22 @@ Status Runtime::WaitUntilParked(std::chrono::microseconds timeout) {
 }
 RuntimeStats Runtime::stats() const { return impl_->Stats(); }
 const registry::KernelImage& Runtime::image() const { return impl_->image(); }
+Expected<DeviceBuffer> Runtime::ImageGlobal(const std::string& symbol) const {
+  return impl_->ImageGlobal(symbol);
+}
+
+Expected<DeviceBuffer> RuntimeImpl::ImageGlobal(const std::string& symbol) const {
+  if (module_ == nullptr) return Unavailable("the runtime is shut down");
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  if (driver_->cuModuleGetGlobal(&address, &bytes, module_, symbol.c_str()) != CUDA_SUCCESS) {
+    return NotFound("the kernel image has no device variable '" + symbol + "'");
+  }
+  DeviceBuffer buffer;
+  buffer.address = address;
+  buffer.bytes = bytes;
+  return buffer;
+}
 std::string Runtime::device_name() const { return impl_->device_name(); }
 Status Runtime::Shutdown() { return impl_->Shutdown(); }
 

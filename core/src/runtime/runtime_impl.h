@@ -72,6 +72,7 @@ class RuntimeImpl {
   Expected<OperatorRef> Resolve(const std::string& op, DType dtype,
                                 std::optional<DType> out_dtype) const;
   const OperatorRef* ByLogical(std::uint32_t logical) const;
+  Expected<DeviceBuffer> ImageGlobal(const std::string& symbol) const;
 
   const registry::KernelImage& image() const { return image_; }
   const std::string& device_name() const { return device_name_; }

@@ -106,6 +106,7 @@ void OpenEntry(SourceWriter& w, const Instantiation& in) {
     codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype, in.out_dtype)));
   }
   w.Line("extern \"C\" __device__ void " + in.symbol + "(const ::gpuos::device::OpCall& call) {");
+  w.Line("  GPUOS_PHASE_BEGIN(gpuos_phase);");
   w.Line("  using T = " + CudaElementType(in.dtype) + ";");
   if (in.out_dtype) w.Line("  using U = " + CudaElementType(*in.out_dtype) + ";");
   w.Line("  const int dtypes[] = {" + Join(codes) + "};");
@@ -131,9 +132,11 @@ void GenerateElementwise(SourceWriter& w, const Instantiation& in) {
   const int num_inputs = static_cast<int>(spec.inputs.size());
   const int num_tensors = num_inputs + static_cast<int>(spec.outputs.size());
   OpenEntry(w, in);
+  w.Line("  GPUOS_PHASE_MARK(gpuos_phase, 8);");
   w.Line("  const ::gpuos::device::ElementwiseTile tile(call, " + std::to_string(num_inputs) +
          ", " + std::to_string(spec.outputs.size()) + ");");
   w.Line("  if (!tile.ok()) return;");
+  w.Line("  GPUOS_PHASE_MARK(gpuos_phase, 9);");
   for (int k = 0; k < num_tensors; ++k) {
     const bool is_input = k < num_inputs;
     const TensorParam& p = is_input ? spec.inputs[k] : spec.outputs[k - num_inputs];
@@ -182,41 +185,59 @@ void GenerateElementwise(SourceWriter& w, const Instantiation& in) {
     aligned += (k == 0 ? "t" : " && t") + std::to_string(k) + ".aligned(task.begin, kVec)";
   }
   w.Line("    const bool vector = " + aligned + ";");
-  w.Line("    const long long round = static_cast<long long>(kVec) * kUnroll * blockDim.x;");
-  w.Line("    for (long long base = task.begin; base < task.end; base += round) {");
-  for (int k = 0; k < num_tensors; ++k) {
-    w.Line("      ::gpuos::device::compute_type_t<" + elements[k] + "> v" + std::to_string(k) +
-           "[kVec * kUnroll];");
-  }
-  w.Line("#pragma unroll");
-  w.Line("      for (int u = 0; u < kUnroll; ++u) {");
-  w.Line("        const long long at = ::gpuos::device::DensePosition(base, u, kVec);");
-  for (int k = 0; k < num_inputs; ++k) {
-    const std::string n = std::to_string(k);
-    w.Line("        t" + n + ".load_vector<kVec>(at, task.end, vector, v" + n + " + u * kVec);");
-  }
-  w.Line("      }");
-  w.Line("#pragma unroll");
-  w.Line("      for (int e = 0; e < kVec * kUnroll; ++e) {");
-  {
+  w.Line("    GPUOS_PHASE_MARK(gpuos_phase, 10);");
+  w.Line("    long long base = task.begin;");
+  // Whole rounds with the worker's block size: every access a vector at a
+  // constant distance from the thread's first element, no bounds checks.
+  w.Line("    if (vector && blockDim.x == ::gpuos::device::kWorkerThreads) {");
+  w.Line("      constexpr int kStride = kVec * static_cast<int>(::gpuos::device::kWorkerThreads);");
+  w.Line("      constexpr long long kRound = static_cast<long long>(kStride) * kUnroll;");
+  w.Line("      for (; base + kRound <= task.end; base += kRound) {");
+  w.Line("        const long long first = base + static_cast<long long>(threadIdx.x) * kVec;");
+  auto round_body = [&](const std::string& indent, const std::string& load,
+                        const std::string& store, const std::string& position) {
+    for (int k = 0; k < num_tensors; ++k) {
+      w.Line(indent + "::gpuos::device::compute_type_t<" + elements[k] + "> v" + std::to_string(k) +
+             "[kVec * kUnroll];");
+    }
+    w.Line("#pragma unroll");
+    w.Line(indent + "for (int u = 0; u < kUnroll; ++u) {");
+    w.Line(indent + "  const long long at = " + position + ";");
+    for (int k = 0; k < num_inputs; ++k) {
+      const std::string n = std::to_string(k);
+      w.Line(indent + "  t" + n + "." + load + "v" + n + " + u * kVec);");
+    }
+    w.Line(indent + "}");
+    w.Line("#pragma unroll");
+    w.Line(indent + "for (int e = 0; e < kVec * kUnroll; ++e) {");
     std::vector<std::string> args;
     for (int k = 0; k < num_tensors; ++k) {
-      if (k >= num_inputs) w.Line("        v" + std::to_string(k) + "[e] = {};");
+      if (k >= num_inputs) w.Line(indent + "  v" + std::to_string(k) + "[e] = {};");
       args.push_back("v" + std::to_string(k) + "[e]");
     }
     for (std::size_t k = 0; k < reads.size(); ++k) args.push_back("attr" + std::to_string(k));
-    w.Line("        ::gpuos_ops::" + in.namespace_ + "::gpuos_body(" + Join(args) + ");");
-  }
-  w.Line("      }");
-  w.Line("#pragma unroll");
-  w.Line("      for (int u = 0; u < kUnroll; ++u) {");
-  w.Line("        const long long at = ::gpuos::device::DensePosition(base, u, kVec);");
-  for (int k = num_inputs; k < num_tensors; ++k) {
-    const std::string n = std::to_string(k);
-    w.Line("        t" + n + ".store_vector<kVec>(at, task.end, vector, v" + n + " + u * kVec);");
-  }
+    w.Line(indent + "  ::gpuos_ops::" + in.namespace_ + "::gpuos_body(" + Join(args) + ");");
+    w.Line(indent + "}");
+    w.Line("#pragma unroll");
+    w.Line(indent + "for (int u = 0; u < kUnroll; ++u) {");
+    w.Line(indent + "  const long long at = " + position + ";");
+    for (int k = num_inputs; k < num_tensors; ++k) {
+      const std::string n = std::to_string(k);
+      w.Line(indent + "  t" + n + "." + store + "v" + n + " + u * kVec);");
+    }
+    w.Line(indent + "}");
+  };
+  round_body("        ", "load_full<kVec>(at, ", "store_full<kVec>(at, ",
+             "first + static_cast<long long>(u) * kStride");
   w.Line("      }");
   w.Line("    }");
+  w.Line("    const long long round = static_cast<long long>(kVec) * kUnroll * blockDim.x;");
+  w.Line("    for (; base < task.end; base += round) {");
+  round_body("      ", "load_vector<kVec>(at, task.end, vector, ",
+             "store_vector<kVec>(at, task.end, vector, ",
+             "::gpuos::device::DensePosition(base, u, kVec)");
+  w.Line("    }");
+  w.Line("    GPUOS_PHASE_MARK(gpuos_phase, 11);");
   w.Line("  } else {");
   w.Line("    for (long long i = tile.first(); i < tile.end(); i += tile.step()) {");
   w.Line("      long long at[" + std::to_string(num_tensors) + "];");

@@ -181,6 +181,11 @@ const std::vector<GeneratedSource>& DeviceRuntimeSources() { return Device().run
 std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
   std::vector<std::string> options = {"-arch=" + arch, "-rdc=true", "-std=c++17"};
   if (mode == LinkMode::kLto) options.push_back("-dlto");
+  // Diagnostic per-phase timing (gpuos/device/phase_timing.cuh); being an
+  // option, it is part of every unit's cache key.
+  if (auto timing = GetEnv("GPUOS_PHASE_TIMING"); timing && !timing->empty() && *timing != "0") {
+    options.push_back("-DGPUOS_PHASE_TIMING=1");
+  }
   return options;
 }
 

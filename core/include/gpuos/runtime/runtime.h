@@ -153,6 +153,10 @@ class Runtime {
 
   RuntimeStats stats() const;
   const registry::KernelImage& image() const;
+  // Address and size of a `__device__` variable of the loaded image (for
+  // diagnostics, e.g. gpuos/device/phase_timing.cuh); NotFound when the image
+  // has no such symbol. Read or write it with CopyToHost / CopyToDevice.
+  Expected<DeviceBuffer> ImageGlobal(const std::string& symbol) const;
   std::string device_name() const;
 
   // Waits for outstanding work (up to 10 s), stops and parks the worker,

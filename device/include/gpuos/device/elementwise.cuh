@@ -9,7 +9,10 @@
 // kDenseElementsPerThread elements per thread: all loads of a round are issued
 // first (16-byte vector loads when every tensor's tile start is aligned, else
 // element loads), then the body, then the stores, so one round costs about one
-// memory latency instead of one per element. Otherwise offsets come from
+// memory latency instead of one per element. Whole rounds of an aligned tile
+// run with kWorkerThreads threads take a branch-free variant (load_full /
+// store_full at constant distances from the thread's first element); the
+// rest of the tile, or any other block size, the checked one. Otherwise offsets come from
 // ElementOffsets, which is defined once per image (device/src/indexing.cu) and
 // never inlined: index arithmetic is the bulk of an operator's code, and
 // sharing it keeps the linked image small and quick to build.
@@ -171,6 +174,28 @@ class Operand {
 #pragma unroll
       for (int j = 0; j < V; ++j) out[j] = i + j < end ? load(i + j) : compute_type{};
     }
+  }
+
+  // Elements [i, i + V) into out (converted) in one vector access. REQUIRES:
+  // aligned(i, V) and the whole vector inside the tensor.
+  template <int V>
+  __device__ __forceinline__ void load_full(long long i, compute_type* out) const {
+    using Word = typename VectorWord<static_cast<int>(sizeof(value_type)) * V>::type;
+    alignas(sizeof(Word)) value_type elements[V];
+    *reinterpret_cast<Word*>(elements) = *reinterpret_cast<const Word*>(data_ + i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = convert<compute_type>(elements[j]);
+  }
+
+  // Stores values[0, V) at [i, i + V) in one vector access. REQUIRES: as
+  // load_full.
+  template <int V>
+  __device__ __forceinline__ void store_full(long long i, const compute_type* values) const {
+    using Word = typename VectorWord<static_cast<int>(sizeof(value_type)) * V>::type;
+    alignas(sizeof(Word)) value_type elements[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) elements[j] = convert<value_type>(values[j]);
+    *reinterpret_cast<Word*>(data_ + i) = *reinterpret_cast<const Word*>(elements);
   }
 
   // Stores values[0, V) at [i, i + V), skipping elements at or past `end`.

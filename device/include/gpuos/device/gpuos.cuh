@@ -9,6 +9,7 @@
 #include "gpuos/device/matmul.cuh"
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/op_context.cuh"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/reduction.cuh"
 #include "gpuos/device/softmax.cuh"
 #include "gpuos/device/tensor.cuh"

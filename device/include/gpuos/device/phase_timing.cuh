@@ -1,0 +1,55 @@
+// Per-phase timing of the task path, a diagnostic that is off by default.
+//
+// Compiled in only when NVRTC gets -DGPUOS_PHASE_TIMING=1, which the JIT
+// adds when the environment variable GPUOS_PHASE_TIMING is set (and not "0")
+// while an image is built (the option is part of every unit's cache key, so
+// an instrumented image never replaces a plain one). Thread 0 of a block
+// reads clock64() at phase boundaries and adds each phase's SM cycles and a
+// count to gpuos_phase_cycles / gpuos_phase_counts (kPhaseSlots entries, in
+// the image; read them with cuModuleGetGlobal, zero them between runs).
+// Without the flag every macro expands to nothing.
+//
+// Slots (docs/runtime.md, "Where the time goes now"):
+//   0..5   persistent worker, one chain step: task window + tile copy and
+//          claim (0), tensor descriptors (1), gpuos_run_task as thread 0 sees
+//          it (2), the barrier after the operator (3), completion and
+//          successors (4), a whole step (5)
+//   6, 7   one-shot worker: gpuos_run_task (6), barrier + count (7)
+//   8..11  elementwise operator: arity/dtype checks (8), ElementwiseTile
+//          (dense check) (9), operands and attributes (10), the dense or
+//          general loop (11)
+#pragma once
+
+namespace gpuos {
+namespace device {
+
+constexpr int kPhaseSlots = 16;
+
+}  // namespace device
+}  // namespace gpuos
+
+#if defined(GPUOS_PHASE_TIMING) && GPUOS_PHASE_TIMING
+extern "C" __device__ unsigned long long gpuos_phase_cycles[gpuos::device::kPhaseSlots];
+extern "C" __device__ unsigned long long gpuos_phase_counts[gpuos::device::kPhaseSlots];
+
+// Starts a phase clock named `clock` (a local of the calling thread).
+#define GPUOS_PHASE_BEGIN(clock) long long clock = clock64()
+// Adds the cycles since `clock` to `slot` (thread 0 only) and restarts it.
+#define GPUOS_PHASE_MARK(clock, slot)                                                  \
+  do {                                                                                 \
+    const long long gpuos_phase_now = clock64();                                       \
+    if (threadIdx.x == 0) {                                                            \
+      atomicAdd(&gpuos_phase_cycles[slot],                                             \
+                static_cast<unsigned long long>(gpuos_phase_now - (clock)));           \
+      atomicAdd(&gpuos_phase_counts[slot], 1ull);                                      \
+    }                                                                                  \
+    clock = gpuos_phase_now;                                                           \
+  } while (0)
+#else
+#define GPUOS_PHASE_BEGIN(clock) \
+  do {                           \
+  } while (0)
+#define GPUOS_PHASE_MARK(clock, slot) \
+  do {                                \
+  } while (0)
+#endif
