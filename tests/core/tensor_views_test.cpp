@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,8 @@ TEST(TensorViewsTest, SliceFollowsPythonRules) {
       {5, 3, 1, {}},
       {10, 20, 1, {}},
       {0, 10, 20, {0}},
+      // Review finding: (end - begin + step - 1) overflowed for a huge step.
+      {3, 10, std::numeric_limits<int64_t>::max(), {3}},
   };
   Tensor t = MakeTensor({4, 10});
   for (const Case& c : cases) {

@@ -47,6 +47,18 @@ Expected<std::vector<VariantResult>> CompareWorkload(const Workload& w,
   // Plain launches: own module, own buffers.
   GPUOS_RETURN_IF_ERROR(rt.WaitUntilParked());
   GPUOS_ASSIGN_OR_RETURN(auto launcher, OneShotLauncher::Load(image, ops));
+  // On every way out, the launcher's module unload and frees wait for the
+  // persistent worker to park first (they would block on it otherwise).
+  struct ParkBeforeRelease {
+    runtime::Runtime& rt;
+    std::unique_ptr<OneShotLauncher>& launcher;
+    ~ParkBeforeRelease() {
+      if (launcher != nullptr) {
+        (void)rt.WaitUntilParked();
+        launcher.reset();
+      }
+    }
+  } park_before_release{rt, launcher};
   std::vector<dev::TensorDesc> launch_descs;
   for (const auto& t : w.tensors) {
     GPUOS_ASSIGN_OR_RETURN(CUdeviceptr p, launcher->Allocate(t.elements * sizeof(float)));

@@ -57,16 +57,21 @@ Expected<CUdeviceptr> OneShotLauncher::Allocate(std::size_t bytes) {
   return p;
 }
 
+// Copies and fills go through the launcher's own stream, so they are ordered
+// with its launches (the legacy stream does not order a non-blocking one).
 Status OneShotLauncher::Upload(CUdeviceptr to, const void* from, std::size_t bytes) {
-  return CudaStatus(*d_, d_->cuMemcpyHtoD(to, from, bytes), "cuMemcpyHtoD");
+  GPUOS_CU(d_->cuMemcpyHtoDAsync(to, from, bytes, stream_), "cuMemcpyHtoDAsync");
+  return CudaStatus(*d_, d_->cuStreamSynchronize(stream_), "cuStreamSynchronize(upload)");
 }
 
 Status OneShotLauncher::Download(void* to, CUdeviceptr from, std::size_t bytes) {
-  return CudaStatus(*d_, d_->cuMemcpyDtoH(to, from, bytes), "cuMemcpyDtoH");
+  GPUOS_CU(d_->cuMemcpyDtoHAsync(to, from, bytes, stream_), "cuMemcpyDtoHAsync");
+  return CudaStatus(*d_, d_->cuStreamSynchronize(stream_), "cuStreamSynchronize(download)");
 }
 
 Status OneShotLauncher::Poison(CUdeviceptr at, std::size_t bytes) {
-  return CudaStatus(*d_, d_->cuMemsetD8(at, 0xff, bytes), "cuMemsetD8(poison)");
+  const std::vector<unsigned char> nan(bytes, 0xff);
+  return Upload(at, nan.data(), bytes);
 }
 
 Status OneShotLauncher::Prepare(const std::vector<device::TensorDesc>& tensors,
@@ -113,8 +118,9 @@ Status OneShotLauncher::Prepare(const std::vector<device::TensorDesc>& tensors,
 }
 
 Status OneShotLauncher::Run() {
-  dev::WorkerStatus zero = {};
-  GPUOS_RETURN_IF_ERROR(Upload(status_, &zero, sizeof(zero)));
+  static const dev::WorkerStatus kZero = {};
+  GPUOS_CU(d_->cuMemcpyHtoDAsync(status_, &kZero, sizeof(kZero), stream_),
+           "cuMemcpyHtoDAsync(status)");
   for (const auto& step : steps_) {
     dev::WorkerParams params = {};
     params.tasks = step.tasks;

@@ -35,7 +35,15 @@ class Layout {
 
 }  // namespace
 
-RuntimeImpl::~RuntimeImpl() { (void)Shutdown(); }
+RuntimeImpl::~RuntimeImpl() {
+  (void)Shutdown();
+  if (driver_ == nullptr || context_ == nullptr || worker_abandoned_) return;
+  if (MakeCurrent().ok() && host_block_ != nullptr) (void)driver_->cuMemFreeHost(host_block_);
+  host_block_ = nullptr;
+  control_ = nullptr;
+  (void)driver_->cuDevicePrimaryCtxRelease(device_);
+  context_ = nullptr;
+}
 
 Status RuntimeImpl::MakeCurrent() const {
   return Cuda(driver_->cuCtxSetCurrent(context_), "cuCtxSetCurrent");
@@ -260,6 +268,8 @@ Expected<DeviceBuffer> RuntimeImpl::Allocate(std::size_t bytes) {
 
 void RuntimeImpl::Free(const DeviceBuffer& buffer) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_.load()) return;    // Shutdown() freed every allocation
+  if (!MakeCurrent().ok()) return;  // nothing to free into without the context
   auto it = std::find(allocations_.begin(), allocations_.end(), buffer.address);
   if (it == allocations_.end()) return;
   allocations_.erase(it);

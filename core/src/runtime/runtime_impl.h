@@ -120,7 +120,10 @@ class RuntimeImpl {
   device::QueueParams params_ = {};
 
   mutable std::mutex mutex_;
-  bool shut_down_ = false;
+  // Set once by Shutdown(); read without the mutex by Wait/Ready/Copy.
+  std::atomic<bool> shut_down_{false};
+  // Shutdown() gave up on a worker that would not stop: its memory stays.
+  bool worker_abandoned_ = false;
   RingArena task_arena_, tensor_arena_, successor_arena_;
   std::uint32_t ready_reserved_ = 0;
   std::deque<InFlight> in_flight_;

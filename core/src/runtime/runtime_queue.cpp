@@ -132,12 +132,15 @@ Status RuntimeImpl::EnsureWorker() {
   const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
   if (generation_ != 0 && parked < generation_) return Status::Ok();
   if (GridIdle()) RunDeferredFrees();
-  params_.generation = ++generation_;
+  // The generation moves only when a grid really starts: after a failed
+  // launch the next Submit must try again, not believe a grid is running.
+  params_.generation = generation_ + 1;
   void* args[] = {&params_};
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuLaunchKernel(queue_worker_, blocks_, 1, 1, device::kWorkerThreads, 1, 1, 0,
                                    stream_, args, nullptr),
            "cuLaunchKernel(gpuos_queue_worker)"));
+  generation_ = params_.generation;
   ++stats_.launches;
   return Status::Ok();
 }
@@ -159,14 +162,16 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   }
   if (task_count > task_arena_.capacity() || tensor_count > tensor_arena_.capacity() ||
       edge_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
-    return InvalidArgument("a graph of " + std::to_string(task_count) + " tasks, " +
-                           std::to_string(tensor_count) + " tensors and " +
-                           std::to_string(edge_count) +
-                           " edges does not fit the queue (capacities: tasks " +
-                           std::to_string(task_arena_.capacity()) + ", tensors " +
-                           std::to_string(tensor_arena_.capacity()) + ", edges " +
-                           std::to_string(successor_arena_.capacity()) +
-                           "); raise RuntimeConfig's capacities or split the graph");
+    return InvalidArgument(
+        "a graph of " + std::to_string(task_count) + " tasks, " + std::to_string(tensor_count) +
+        " tensors and " + std::to_string(edge_count) +
+        " edges does not fit the queue (capacities: tasks " +
+        std::to_string(task_arena_.capacity()) + ", tensors " +
+        std::to_string(tensor_arena_.capacity()) + ", edges " +
+        std::to_string(successor_arena_.capacity()) + "; ready-ring entries " +
+        std::to_string(ready_need) + " needed of " + std::to_string(params_.ready_capacity) +
+        ", which grows with task_capacity); raise RuntimeConfig's capacities "
+        "or split the graph");
   }
 
   // Backpressure: wait for older submissions to finish; never overwrite.
@@ -283,17 +288,24 @@ Status RuntimeImpl::Wait(const Future& future, std::chrono::microseconds timeout
   Backoff backoff;
   int polls = 0;
   while (!Done(future.sequence_)) {
-    if ((++polls & 1023) == 0) {
+    if (shut_down_.load()) {
+      return Unavailable("the runtime was shut down before submission " +
+                         std::to_string(future.sequence_) + " finished");
+    }
+    ++polls;
+    // The deadline is checked often (timeouts stay accurate once the
+    // backoff sleeps); the stream, which costs a driver call, rarely.
+    if ((polls & 15) == 0 && Clock::now() > deadline) {
+      return Unavailable("submission " + std::to_string(future.sequence_) + " (" +
+                         std::to_string(future.task_count_) + " tasks) did not finish within " +
+                         std::to_string(timeout.count()) + " us; tiles completed so far: " +
+                         std::to_string(LoadAcquire(&control_->completed_tasks)));
+    }
+    if ((polls & 1023) == 0) {
       GPUOS_RETURN_IF_ERROR(MakeCurrent());
       const CUresult result = driver_->cuStreamQuery(stream_);
       if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY) {
         return Cuda(result, "the worker");
-      }
-      if (Clock::now() > deadline) {
-        return Unavailable("submission " + std::to_string(future.sequence_) + " (" +
-                           std::to_string(future.task_count_) + " tasks) did not finish within " +
-                           std::to_string(timeout.count()) + " us; tiles completed so far: " +
-                           std::to_string(LoadAcquire(&control_->completed_tasks)));
       }
     }
     backoff.Pause();
@@ -337,6 +349,7 @@ Status RuntimeImpl::WaitUntilParked(std::chrono::microseconds timeout) {
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (shut_down_.load()) return Status::Ok();  // nothing runs any more
       GPUOS_RETURN_IF_ERROR(MakeCurrent());
       const CUresult result = driver_->cuStreamQuery(stream_);
       if (result == CUDA_SUCCESS) {
@@ -377,23 +390,37 @@ Status RuntimeImpl::Shutdown() {
   (void)MakeCurrent();
   if (control_ != nullptr) StoreRelease(&control_->stop, 1u);
   if (stream_ != nullptr) {
-    Status parked = Cuda(driver_->cuStreamSynchronize(stream_), "parking the worker");
+    // Bounded: a task that never ends keeps the worker from seeing `stop`.
+    // Then nothing may be freed or unloaded (it would block on the running
+    // kernel), so the resources are left to the process's exit.
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+    CUresult result = CUDA_ERROR_NOT_READY;
+    while ((result = driver_->cuStreamQuery(stream_)) == CUDA_ERROR_NOT_READY &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (result == CUDA_ERROR_NOT_READY) {
+      worker_abandoned_ = true;
+      return Unavailable(
+          "the worker did not stop within 10 s (a task that never finishes?); its memory and "
+          "module are left in place");
+    }
+    Status parked = Cuda(result, "parking the worker");
     if (first.ok()) first = parked;
     (void)driver_->cuStreamDestroy(stream_);
+    stream_ = nullptr;
   }
   if (copy_stream_ != nullptr) (void)driver_->cuStreamDestroy(copy_stream_);
+  copy_stream_ = nullptr;
   RunDeferredFrees();
   for (CUdeviceptr address : allocations_) (void)driver_->cuMemFree(address);
   allocations_.clear();
   if (device_block_ != 0) (void)driver_->cuMemFree(device_block_);
-  if (host_block_ != nullptr) (void)driver_->cuMemFreeHost(host_block_);
+  // The pinned host block (queue control, completion words) stays until the
+  // destructor: Futures and stats() may still read it after Shutdown().
   if (module_ != nullptr) (void)driver_->cuModuleUnload(module_);
-  (void)driver_->cuDevicePrimaryCtxRelease(device_);
   device_block_ = 0;
-  host_block_ = nullptr;
-  control_ = nullptr;
   module_ = nullptr;
-  context_ = nullptr;
   return first;
 }
 

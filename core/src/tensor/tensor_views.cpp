@@ -105,7 +105,8 @@ Expected<Tensor> Tensor::Slice(int64_t dim, int64_t start, int64_t stop, int64_t
   const int64_t begin = clamp(start);
   const int64_t end = std::max(begin, clamp(stop));
   Layout out = layout_;
-  out.sizes[d] = (end - begin + step - 1) / step;
+  // Written so that a huge step cannot overflow (end - begin + step).
+  out.sizes[d] = end > begin ? 1 + (end - begin - 1) / step : 0;
   if (out.numel() > 0) out.offset += begin * layout_.strides[d];
   // Step multiplies the stride; it stays within the old extent, so no overflow.
   out.strides[d] = out.sizes[d] > 1 ? layout_.strides[d] * step : layout_.strides[d];
