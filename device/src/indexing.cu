@@ -39,8 +39,8 @@ __device__ __noinline__ bool DenseElementwise(const OpCall& call, int num_inputs
   const TensorDesc& shape = call.tensor(num_inputs);
   const int rank = shape.rank;
   // Bitwise operators: no short circuit, so no load waits for a branch.
-  bool ok = (call.task->begin >= 0) & (call.task->end <= shape.numel) & (rank >= 0) &
-            (rank <= kMaxRank);
+  bool ok =
+      (call.task->begin >= 0) & (call.task->end <= shape.numel) & (rank >= 0) & (rank <= kMaxRank);
   const int count = num_inputs + num_outputs;
   for (int k = 0; k < count; ++k) {
     const TensorDesc& t = call.tensor(k);

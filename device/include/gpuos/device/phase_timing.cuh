@@ -35,15 +35,15 @@ extern "C" __device__ unsigned long long gpuos_phase_counts[gpuos::device::kPhas
 // Starts a phase clock named `clock` (a local of the calling thread).
 #define GPUOS_PHASE_BEGIN(clock) long long clock = clock64()
 // Adds the cycles since `clock` to `slot` (thread 0 only) and restarts it.
-#define GPUOS_PHASE_MARK(clock, slot)                                                  \
-  do {                                                                                 \
-    const long long gpuos_phase_now = clock64();                                       \
-    if (threadIdx.x == 0) {                                                            \
-      atomicAdd(&gpuos_phase_cycles[slot],                                             \
-                static_cast<unsigned long long>(gpuos_phase_now - (clock)));           \
-      atomicAdd(&gpuos_phase_counts[slot], 1ull);                                      \
-    }                                                                                  \
-    clock = gpuos_phase_now;                                                           \
+#define GPUOS_PHASE_MARK(clock, slot)                                        \
+  do {                                                                       \
+    const long long gpuos_phase_now = clock64();                             \
+    if (threadIdx.x == 0) {                                                  \
+      atomicAdd(&gpuos_phase_cycles[slot],                                   \
+                static_cast<unsigned long long>(gpuos_phase_now - (clock))); \
+      atomicAdd(&gpuos_phase_counts[slot], 1ull);                            \
+    }                                                                        \
+    clock = gpuos_phase_now;                                                 \
   } while (0)
 #else
 #define GPUOS_PHASE_BEGIN(clock) \
