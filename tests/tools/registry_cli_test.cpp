@@ -6,10 +6,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "command_runner.h"
+#include "gpuos/control/control_client.h"
+#include "gpuos/control/control_server.h"
 
 namespace gpuos {
 namespace {
@@ -65,7 +68,7 @@ class RegistryCliTest : public ::testing::Test {
 
 TEST_F(RegistryCliTest, EverySubcommandHasHelp) {
   for (const char* sub : {"publish", "list", "show", "history", "rollback", "diff", "build",
-                          "verify", "gc", "export", "import"}) {
+                          "verify", "gc", "export", "import", "status", "versions"}) {
     CommandResult r = RunCommand(kTool + " " + sub + " --help");
     EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
@@ -292,6 +295,68 @@ TEST_F(RegistryCliTest, GcRefusesAgesItCannotRepresent) {
   auto doc = RegistryJson("gc -n");
   EXPECT_EQ(doc["entries_removed"], 0);
   EXPECT_GT(doc["entries_kept"].get<int>(), 0);
+}
+
+// A stand-in for a live runtime: records what gpuos-registry tells it.
+class RecordingRuntime : public control::ControlHandler {
+ public:
+  Expected<nlohmann::json> Status() override {
+    return nlohmann::json{{"image", "sm_90 test image"}, {"operators", {"leaky_relu@1.0.0"}}};
+  }
+  Expected<nlohmann::json> Published(const control::Request& request) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    requests_.push_back(request);
+    return nlohmann::json{{"staged", true}};
+  }
+  Expected<nlohmann::json> RolledBack(const control::Request& request) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    requests_.push_back(request);
+    return nlohmann::json{{"flipped", true}};
+  }
+  std::vector<control::Request> requests() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return requests_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<control::Request> requests_;
+};
+
+TEST_F(RegistryCliTest, PublishAndRollbackNotifyLiveRuntimesAndStatusListsThem) {
+  ASSERT_EQ(Registry("publish " + kThirdParty).exit_code, 0);  // creates the repository
+  RecordingRuntime runtime;
+  control::ControlServerOptions options;
+  options.socket_path = control::RuntimeSocketPath(db(), getpid());
+  options.handler = &runtime;
+  auto server = control::ControlServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+
+  CommandResult status = Registry("status");
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("sm_90 test image"), std::string::npos) << status.output;
+
+  CommandResult publish = Registry("publish " + WriteBumpedPack());
+  ASSERT_EQ(publish.exit_code, 0) << publish.output;
+  EXPECT_NE(publish.output.find("notified the runtime"), std::string::npos) << publish.output;
+  CommandResult rollback = Registry("rollback leaky_relu");
+  ASSERT_EQ(rollback.exit_code, 0) << rollback.output;
+
+  auto requests = runtime.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].command, control::Command::kPublished);
+  EXPECT_EQ(requests[0].repository, db());
+  EXPECT_EQ(requests[0].operators.size(), 4u);  // every operator of the pack moved to 1.2.0
+  EXPECT_EQ(requests[1].command, control::Command::kRolledBack);
+  ASSERT_EQ(requests[1].operators.size(), 1u);
+  EXPECT_EQ(requests[1].operators[0].name, "leaky_relu");
+  EXPECT_EQ(requests[1].operators[0].version, "1.0.0");
+
+  // A runtime that went away leaves a stale socket: reported and removed.
+  (*server)->Stop();
+  ASSERT_EQ(Registry("rollback leaky_relu").exit_code, 0);
+  CommandResult none = Registry("status");
+  EXPECT_NE(none.output.find("no live runtime"), std::string::npos) << none.output;
 }
 
 TEST_F(RegistryCliTest, MissingRepositoryIsExplained) {

@@ -5,6 +5,7 @@
 #include "../cli_support/exit_codes.h"
 #include "context.h"
 #include "render.h"
+#include "runtime_notify.h"
 
 namespace gpuos::cli {
 namespace {
@@ -26,11 +27,16 @@ int RunRollback(const std::string& op, const std::string& to, const std::string&
   out.Line("rolled back " + r->name + ": " + r->old_current.ToString() + " -> " +
            r->current.ToString() +
            (r->previous ? " (previous: " + r->previous->ToString() + ")" : ""));
-  out.Json(
-      {{"name", r->name},
-       {"old_current", r->old_current.ToString()},
-       {"current", r->current.ToString()},
-       {"previous", r->previous ? nlohmann::json(r->previous->ToString()) : nlohmann::json()}});
+  control::Request notice;
+  notice.command = control::Command::kRolledBack;
+  notice.repository = (*repo)->path();
+  notice.operators.push_back({r->name, r->current.ToString()});
+  nlohmann::json notified = NotifyRuntimes((*repo)->path(), notice, out);
+  out.Json({{"name", r->name},
+            {"old_current", r->old_current.ToString()},
+            {"current", r->current.ToString()},
+            {"previous", r->previous ? nlohmann::json(r->previous->ToString()) : nlohmann::json()},
+            {"notified", notified}});
   return kExitOk;
 }
 

@@ -5,6 +5,7 @@
 #include "context.h"
 #include "gpuos/registry/jit_builder.h"
 #include "gpuos/registry/pack_loader.h"
+#include "runtime_notify.h"
 
 namespace gpuos::cli {
 namespace {
@@ -126,6 +127,15 @@ int RunPublish(const PublishArgs& args, const RegistryContext& ctx) {
   nlohmann::json results = nlohmann::json::array();
   registry::PublishOptions options;
   options.message = args.message;
+  // Live runtimes hear about every operator whose current version moved,
+  // also when a later pack of this command fails (earlier ones are committed).
+  control::Request notice;
+  notice.command = control::Command::kPublished;
+  notice.repository = (*repo)->path();
+  auto notify = [&]() -> nlohmann::json {
+    if (notice.operators.empty()) return nlohmann::json::array();
+    return NotifyRuntimes((*repo)->path(), notice, out);
+  };
   for (const auto& pack : packs) {
     auto result = (*repo)->Publish(pack, options);
     if (!result.ok()) {
@@ -133,12 +143,22 @@ int RunPublish(const PublishArgs& args, const RegistryContext& ctx) {
         out.Warn(std::to_string(results.size()) +
                  " pack(s) before this one were published; each pack is its own transaction");
       }
+      notify();
       return out.Fail(result.status().WithContext("publishing " + pack.source_path));
     }
     PrintResult(*result, out);
     results.push_back(ResultJson(*result));
+    for (const auto& op : result->operators) {
+      if (op.change != registry::AliasChange::kUnchanged) {
+        notice.operators.push_back({op.name, op.version.ToString()});
+      }
+    }
   }
-  out.Json({{"repository", (*repo)->path()}, {"compile_check", check_json}, {"packs", results}});
+  nlohmann::json notified = notify();
+  out.Json({{"repository", (*repo)->path()},
+            {"compile_check", check_json},
+            {"packs", results},
+            {"notified", notified}});
   return kExitOk;
 }
 

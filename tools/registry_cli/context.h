@@ -38,6 +38,7 @@ void AddVerifyCommand(CLI::App& app, RegistryContext& ctx);
 void AddGcCommand(CLI::App& app, RegistryContext& ctx);
 void AddExportCommand(CLI::App& app, RegistryContext& ctx);
 void AddImportCommand(CLI::App& app, RegistryContext& ctx);
+void AddStatusCommand(CLI::App& app, RegistryContext& ctx);
 
 // "add" or "add@1.2.3" -> name and optional version.
 Status ParseOperatorRef(const std::string& ref, std::string* name,

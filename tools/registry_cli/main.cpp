@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   AddGcCommand(app, ctx);
   AddExportCommand(app, ctx);
   AddImportCommand(app, ctx);
+  AddStatusCommand(app, ctx);
 
   return ParseAndRun(app, argc, argv, "gpuos-registry", ctx.json, ctx.exit_code);
 }
