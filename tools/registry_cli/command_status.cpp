@@ -4,6 +4,7 @@
 #include "../cli_support/exit_codes.h"
 #include "context.h"
 #include "gpuos/control/control_client.h"
+#include "runtime_notify.h"
 
 namespace gpuos::cli {
 namespace {
@@ -15,20 +16,10 @@ int RunStatus(const RegistryContext& ctx) {
   if (!report.ok()) return out.Fail(report.status());
   nlohmann::json runtimes = nlohmann::json::array();
   for (const auto& answer : report->answers) {
-    nlohmann::json j = {{"socket", answer.socket_path.string()}};
-    if (!answer.status.ok()) {
-      out.Line(answer.socket_path.string() + ": no answer (" + answer.status.message() + ")");
-      j["error"] = answer.status.message();
-    } else if (!answer.response->ok) {
-      const std::string message =
-          answer.response->error ? answer.response->error->message : "unknown error";
-      out.Line(answer.socket_path.string() + ": error: " + message);
-      j["error"] = message;
-    } else {
-      out.Line(answer.socket_path.string() + ": " + answer.response->result.dump());
-      j["status"] = answer.response->result;
-    }
-    runtimes.push_back(j);
+    std::string error;
+    runtimes.push_back(AnswerToJson(answer, &error));
+    out.Line(answer.socket_path.string() + ": " +
+             (error.empty() ? answer.response->result.dump() : error));
   }
   for (const auto& stale : report->stale_removed) {
     out.Line(stale.string() + ": stale (nothing listening), removed");

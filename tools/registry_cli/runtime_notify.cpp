@@ -6,6 +6,22 @@
 
 namespace gpuos::cli {
 
+nlohmann::json AnswerToJson(const control::RuntimeAnswer& answer, std::string* error) {
+  nlohmann::json j = {{"socket", answer.socket_path.string()}};
+  error->clear();
+  if (!answer.status.ok()) {
+    *error = "no answer: " + answer.status.message();
+  } else if (!answer.response->ok) {
+    *error = "refused: " + (answer.response->error ? answer.response->error->message
+                                                   : std::string("unknown error"));
+  } else {
+    j["result"] = answer.response->result;
+    return j;
+  }
+  j["error"] = *error;
+  return j;
+}
+
 nlohmann::json NotifyRuntimes(const std::string& repository, const control::Request& request,
                               const Output& out) {
   nlohmann::json answers = nlohmann::json::array();
@@ -15,21 +31,13 @@ nlohmann::json NotifyRuntimes(const std::string& repository, const control::Requ
     return answers;
   }
   for (const auto& answer : report->answers) {
-    nlohmann::json j = {{"socket", answer.socket_path.string()}};
-    if (!answer.status.ok()) {
-      out.Warn("runtime at " + answer.socket_path.string() +
-               " did not answer: " + answer.status.message());
-      j["error"] = answer.status.message();
-    } else if (!answer.response->ok) {
-      const std::string message =
-          answer.response->error ? answer.response->error->message : "unknown error";
-      out.Warn("runtime at " + answer.socket_path.string() + " refused: " + message);
-      j["error"] = message;
-    } else {
+    std::string error;
+    answers.push_back(AnswerToJson(answer, &error));
+    if (error.empty()) {
       out.Line("  notified the runtime at " + answer.socket_path.string());
-      j["result"] = answer.response->result;
+    } else {
+      out.Warn("runtime at " + answer.socket_path.string() + ": " + error);
     }
-    answers.push_back(j);
   }
   return answers;
 }

@@ -7,9 +7,14 @@
 #include <vector>
 
 #include "../cli_support/output.h"
+#include "gpuos/control/control_client.h"
 #include "gpuos/control/protocol.h"
 
 namespace gpuos::cli {
+
+// One runtime's answer as JSON ({"socket", "result"} or {"socket", "error"})
+// and the error text ("" when it answered ok).
+nlohmann::json AnswerToJson(const control::RuntimeAnswer& answer, std::string* error);
 
 // Sends `request` to every live runtime registered for `repository` and
 // reports each answer (text: one line per runtime; nothing when there is
