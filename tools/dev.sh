@@ -82,6 +82,10 @@ run_tests() {
     log "fuzzing the pack loader for ${seconds}s"
     GPUOS_FUZZ_BUILD_DIR="${BUILD_DIR}-fuzz" bash "$ROOT/tests/fuzz/run.sh" "$seconds"
   fi
+  # The PyTorch frontend's CPU tests (docs/pytorch.md): torch from PyPI in a
+  # virtual environment; skipped with the reason when torch is unavailable.
+  log "PyTorch frontend tests"
+  GPUOS_BUILD_DIR="$BUILD_DIR" bash "$ROOT/frontends/pytorch/tools/ci.sh"
   # Last, so ctest's summary is the closing line.
   log "running the tests"
   ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --no-tests=error

@@ -142,12 +142,15 @@ __device__ void CopySubmission(const Queue& q, const Submission& sub) {
 
 // All threads: copies submission `index` in, initializes its tasks, pushes
 // its roots but the first, which it returns (kNone when the graph is empty)
-// for the caller to run.
+// for the caller to run. Only index % submission_capacity (the ring slot) is
+// used, so a gate retry passes the slot. A submission whose gate is closed
+// is not admitted: a retry entry is pushed and kNone returned.
 __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   __shared__ Submission sub;
   __shared__ unsigned int first_root;
   __shared__ unsigned int pushed;
   __shared__ unsigned long long push_base;
+  __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
   if (threadIdx.x < sizeof(Submission) / 16) {
     reinterpret_cast<int4*>(&sub)[threadIdx.x] =
@@ -158,6 +161,20 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     pushed = 0;
   }
   __syncthreads();
+  if (sub.gate != 0) {
+    // Ordered after another CUDA stream: while its gate is closed, a retry
+    // entry goes back into the ready ring (the host reserved room for it) and
+    // the block serves other work; the block that pops the entry tries again.
+    // At shutdown the entry is dropped: the host has given up on the graph.
+    if (threadIdx.x == 0) {
+      gate_closed = !GateOpen(sub);
+      if (gate_closed && Volatile(&q.control->stop) == 0) {
+        PushReady(q, EncodeReady(gpuos::device::kGateRetryTask, slot, false));
+      }
+    }
+    __syncthreads();
+    if (gate_closed) return kNone;
+  }
   CopySubmission(q, sub);
   __syncthreads();
   unsigned int roots = 0;
@@ -277,15 +294,18 @@ __device__ unsigned int SoleSuccessor(const Queue& q, const BlockCache& cache, u
 // between that barrier and the next one, so that thread 0 can rewrite them
 // in the next step without another barrier.
 __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& cache,
-                         unsigned char* scratch, unsigned int* completed,
-                         Completions* completions) {
+                         unsigned char* scratch, unsigned int* completed, Completions* completions,
+                         BlockRecorder* recorder) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int next_task;
   __shared__ unsigned int sole_successor;
   __shared__ int claimed;
   const ReadyEntry start = DecodeReady(entry);
   const unsigned int slot = start.slot;
-  if (threadIdx.x == 0 && start.helper) completions->Add(q, slot, 1);
+  if (threadIdx.x == 0) {
+    if (start.helper) completions->Add(q, slot, 1);
+    recorder->StartChain(q, slot);
+  }
   unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
   while (task != kNoTask) {
@@ -316,12 +336,16 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           }
         }
         const long long items = desc.end - desc.begin;
-        const long long chunk = (items + tiles - 1) / tiles;
+        long long chunk = (items + tiles - 1) / tiles;
+        // Large tiles start on 64-element boundaries, so every tile keeps
+        // the operators' 16-byte vector path (an odd chunk loses it).
+        if (chunk >= 1024) chunk = (chunk + 63) & ~63ll;
         const long long begin = desc.begin + chunk * t;
         tile.begin = begin < desc.end ? begin : desc.end;
         tile.end = begin + chunk < desc.end ? begin + chunk : desc.end;
       }
       sole_successor = tiles == 1 ? SoleSuccessor(q, cache, at) : kNoTask;
+      if (claimed) recorder->Start(q, desc, t);
     }
     __syncthreads();
     if (!claimed) return;
@@ -348,7 +372,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
     call.scratch = scratch;
     call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
     call.num_tensors = num_tensors;
-    call.status = &q.state->status;
+    call.status = q.slot_status + slot;  // the submission's own error record
     if (!bad_tensor) {
       gpuos_run_task(call);
     } else if (threadIdx.x == 0) {
@@ -358,6 +382,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
     GPUOS_PHASE_MARK(phase, 2);
     __syncthreads();  // the results, and the scratch free for the next task
     GPUOS_PHASE_MARK(phase, 3);
+    if (threadIdx.x == 0) recorder->Finish(q, tile);
     if (chain_next != kNoTask) {
       // Sole successor, sole predecessor: the barrier above made the results
       // visible to this block, which runs it next; no atomic, no fence.
@@ -481,6 +506,8 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   unsigned int idle_rounds = 0;
   unsigned int completed = 0;  // thread 0's count of tiles run, not yet flushed
   Completions completions;     // thread 0's
+  BlockRecorder recorder;      // thread 0's
+  if (threadIdx.x == 0) recorder.Begin(q);
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
   // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
@@ -527,17 +554,27 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
       if (threadIdx.x < count) batch[threadIdx.x] = TakeReady(q, value + threadIdx.x);
       Invalidate(cache);
       for (unsigned int i = 0; i < count; ++i) {
-        RunChain(q, batch[i], cache, scratch, &completed, &completions);
+        unsigned long long entry = batch[i];
+        if (DecodeReady(entry).task == gpuos::device::kGateRetryTask) {
+          // A submission waiting for another stream: admit it if its gate opened.
+          entry = Admit(q, DecodeReady(entry).slot);
+          if (entry == kNone) continue;
+          Invalidate(cache);  // Admit copied descriptors the window may hold stale
+        }
+        RunChain(q, entry, cache, scratch, &completed, &completions, &recorder);
       }
     } else if (current == kAdmit) {
       const unsigned long long first = Admit(q, value);
       if (first != kNone) {
         Invalidate(cache);
-        RunChain(q, first, cache, scratch, &completed, &completions);
+        RunChain(q, first, cache, scratch, &completed, &completions, &recorder);
       }
     }
     if (current == kRun || current == kAdmit) {
-      if (threadIdx.x == 0) completions.Flush(q);
+      if (threadIdx.x == 0) {
+        completions.Flush(q);
+        recorder.Idle(q);
+      }
       idle_since = GlobalTimerNs();
       idle_rounds = 0;
     } else if (current == kIdle) {

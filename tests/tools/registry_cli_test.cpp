@@ -306,12 +306,12 @@ class RecordingRuntime : public control::ControlHandler {
   Expected<nlohmann::json> Published(const control::Request& request) override {
     std::lock_guard<std::mutex> lock(mutex_);
     requests_.push_back(request);
-    return nlohmann::json{{"staged", true}};
+    return nlohmann::json{{"action", "epoch_switch"}, {"stage_ms", 12.5}, {"gap_us", 310.0}};
   }
   Expected<nlohmann::json> RolledBack(const control::Request& request) override {
     std::lock_guard<std::mutex> lock(mutex_);
     requests_.push_back(request);
-    return nlohmann::json{{"flipped", true}};
+    return nlohmann::json{{"action", "alias_flip"}};
   }
   std::vector<control::Request> requests() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -338,9 +338,11 @@ TEST_F(RegistryCliTest, PublishAndRollbackNotifyLiveRuntimesAndStatusListsThem) 
 
   CommandResult publish = Registry("publish " + WriteBumpedPack());
   ASSERT_EQ(publish.exit_code, 0) << publish.output;
-  EXPECT_NE(publish.output.find("notified the runtime"), std::string::npos) << publish.output;
+  EXPECT_NE(publish.output.find(": epoch_switch (staged in 12.5"), std::string::npos)
+      << publish.output;
   CommandResult rollback = Registry("rollback leaky_relu");
   ASSERT_EQ(rollback.exit_code, 0) << rollback.output;
+  EXPECT_NE(rollback.output.find(": alias_flip"), std::string::npos) << rollback.output;
 
   auto requests = runtime.requests();
   ASSERT_EQ(requests.size(), 2u);

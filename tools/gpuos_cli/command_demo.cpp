@@ -5,6 +5,7 @@
 #include "../cli_support/exit_codes.h"
 #include "commands.h"
 #include "demo_gpu.h"
+#include "demo_live.h"
 #include "gpuos/environment.h"
 #include "gpuos/registry/jit_builder.h"
 #include "gpuos/registry/repository.h"
@@ -117,6 +118,10 @@ int RunDemo(const std::string& arch_option, const GpuosContext& ctx) {
   auto run = RunDemoOnGpu(*image, ops, (*repo)->path(), out);
   if (!run.ok()) return out.Fail(run.status());
   doc["gpu"] = *run;
+  // 5. Live update: publish and roll back while a workload runs.
+  auto live = RunLiveUpdateDemo((*repo)->path(), out);
+  if (!live.ok()) return out.Fail(live.status().WithContext("live update"));
+  doc["live_update"] = *live;
   out.Json(doc);
   return kExitOk;
 }

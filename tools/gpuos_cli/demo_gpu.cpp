@@ -38,6 +38,7 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
   runtime::RuntimeConfig config;
   config.repository_path = repository_path;
   config.operators = ops;
+  config.control_socket = "off";  // the live-update part opens the repository's runtime
   out.Line("== starting the persistent runtime");
   GPUOS_ASSIGN_OR_RETURN(auto rt, runtime::Runtime::Open(config));
 

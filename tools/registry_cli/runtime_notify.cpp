@@ -1,6 +1,7 @@
 #include "runtime_notify.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "gpuos/control/control_client.h"
 
@@ -25,7 +26,9 @@ nlohmann::json AnswerToJson(const control::RuntimeAnswer& answer, std::string* e
 nlohmann::json NotifyRuntimes(const std::string& repository, const control::Request& request,
                               const Output& out) {
   nlohmann::json answers = nlohmann::json::array();
-  auto report = control::NotifyAll(repository, request, std::chrono::milliseconds(2000));
+  // A runtime answers after it has switched, which may include building a
+  // staged image (seconds when operator code must be compiled).
+  auto report = control::NotifyAll(repository, request, std::chrono::seconds(120));
   if (!report.ok()) {
     out.Warn("could not notify live runtimes: " + report.status().message());
     return answers;
@@ -34,7 +37,15 @@ nlohmann::json NotifyRuntimes(const std::string& repository, const control::Requ
     std::string error;
     answers.push_back(AnswerToJson(answer, &error));
     if (error.empty()) {
-      out.Line("  notified the runtime at " + answer.socket_path.string());
+      const nlohmann::json& result = answer.response->result;
+      std::string what = result.value("action", std::string("?"));
+      if (what == "epoch_switch") {
+        char timing[96];
+        std::snprintf(timing, sizeof(timing), " (staged in %.1f ms, service gap %.0f us)",
+                      result.value("stage_ms", 0.0), result.value("gap_us", 0.0));
+        what += timing;
+      }
+      out.Line("  runtime at " + answer.socket_path.string() + ": " + what);
     } else {
       out.Warn("runtime at " + answer.socket_path.string() + ": " + error);
     }

@@ -68,7 +68,11 @@
   X(cuGraphInstantiate)                \
   X(cuGraphLaunch)                     \
   X(cuGraphExecDestroy)                \
-  X(cuGraphDestroy)
+  X(cuGraphDestroy)                    \
+  X(cuStreamWriteValue64)              \
+  X(cuStreamWaitValue64)               \
+  X(cuMemsetD32Async)                  \
+  X(cuPointerGetAttribute)
 // clang-format on
 
 namespace gpuos {

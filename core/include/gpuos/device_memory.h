@@ -126,6 +126,17 @@ class DeviceArena {
   // parked. Returns the number of allocations released.
   size_t ReleaseDeferred();
 
+  // The runtime's finer-grained form of the two above. NoteSubmission:
+  // submission `sequence` (1, 2, ... increasing) may use arena memory from
+  // now on; sets worker_may_run, and every later Free is tagged with the
+  // newest sequence noted. ReleaseCompletedThrough: makes the pending frees
+  // tagged <= `sequence` reusable. REQUIRES (not checkable here): every
+  // submission up to `sequence` has completed (they complete out of order:
+  // pass the sequence below the oldest still in flight). Returns the number
+  // of allocations released. A free made before any NoteSubmission has tag 0.
+  void NoteSubmission(uint64_t sequence);
+  size_t ReleaseCompletedThrough(uint64_t sequence);
+
   // Returns wholly free blocks to the allocator. FailedPrecondition while the
   // worker may run (the driver's free would block on it). Returns bytes
   // returned.
@@ -162,7 +173,9 @@ class DeviceArena {
   std::map<uint64_t, size_t> free_by_address_;          // free ranges
   std::set<std::pair<size_t, uint64_t>> free_by_size_;  // (bytes, address), for best fit
   std::map<uint64_t, Allocation> allocated_;            // live and pending, by address
-  std::vector<uint64_t> pending_;                       // addresses freed while the worker may run
+  // Freed while the worker may run: (address, newest submission noted then).
+  std::vector<std::pair<uint64_t, uint64_t>> pending_;
+  uint64_t last_submission_ = 0;
   ArenaStats stats_;
 };
 

@@ -3,16 +3,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gpuos/control/control_server.h"
 #include "gpuos/registry/jit_builder.h"
 #include "gpuos/registry/repository.h"
 #include "runtime_impl.h"
 
 namespace gpuos::runtime {
 
-std::tuple<std::string, int, int> LogicalKey(const std::string& op, DType dtype,
-                                             std::optional<DType> out_dtype) {
-  return {op, static_cast<int>(dtype), out_dtype ? static_cast<int>(*out_dtype) : -1};
-}
 namespace {
 
 constexpr std::size_t kAlign = 256;
@@ -36,6 +33,7 @@ class Layout {
 }  // namespace
 
 RuntimeImpl::~RuntimeImpl() {
+  StopControlServer();  // its handler calls into this object
   (void)Shutdown();
   if (driver_ == nullptr || context_ == nullptr || worker_abandoned_) return;
   if (MakeCurrent().ok() && host_block_ != nullptr) (void)driver_->cuMemFreeHost(host_block_);
@@ -82,7 +80,9 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
   // One block per SM by default: more blocks per SM only add idle pollers
   // (measured slower on every dispatch benchmark, docs/runtime.md).
   const unsigned int one_per_sm = static_cast<unsigned int>(std::max(1, info.multiprocessors));
+  multiprocessors_ = one_per_sm;
   blocks_ = std::min(config.blocks == 0 ? one_per_sm : config.blocks, fit);
+  blocks_hint_ = blocks_;
   GPUOS_RETURN_IF_ERROR(AllocateQueue(config));
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
@@ -93,90 +93,99 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
 }
 
 Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
-  std::unique_ptr<registry::Repository> repository;
-  if (!config.repository_path.empty()) {
-    registry::RepositoryOptions options;
-    options.path = config.repository_path;
-    GPUOS_ASSIGN_OR_RETURN(repository, registry::Repository::Open(options));
-  }
+  repository_path_ = config.repository_path;
+  quiesce_timeout_ = config.quiesce_timeout;
+  std::vector<registry::OperatorSpec> specs;
+  std::map<std::string, registry::SemVer> active;
   if (!config.operators.empty()) {
-    specs_ = config.operators;
-  } else if (repository) {
+    specs = config.operators;
+  } else if (!repository_path_.empty()) {
+    registry::RepositoryOptions options;
+    options.path = repository_path_;
+    GPUOS_ASSIGN_OR_RETURN(auto repository, registry::Repository::Open(options));
     GPUOS_ASSIGN_OR_RETURN(auto set, repository->CurrentOperatorSet());
     for (auto& op : set) {
-      specs_.push_back(std::move(op.current));
-      if (op.previous) specs_.push_back(std::move(*op.previous));
+      active[op.name] = op.current.version;
+      specs.push_back(std::move(op.current));
+      if (op.previous) specs.push_back(std::move(*op.previous));
     }
   } else {
     return InvalidArgument(
         "RuntimeConfig names no operators: set repository_path (an operator repository) or "
         "operators");
   }
-  std::string arch = config.arch;
-  if (arch.empty()) {
-    GPUOS_ASSIGN_OR_RETURN(arch, DetectGpuArch(config.device));
+  arch_ = config.arch;
+  if (arch_.empty()) {
+    GPUOS_ASSIGN_OR_RETURN(arch_, DetectGpuArch(config.device));
+  }
+  GPUOS_ASSIGN_OR_RETURN(StagedImage staged, BuildStaged(std::move(specs), std::move(active)));
+  auto set = std::make_unique<std::vector<registry::OperatorSpec>>(std::move(staged.specs));
+  std::vector<const registry::OperatorSpec*> pointers;
+  for (const auto& spec : *set) pointers.push_back(&spec);
+  GPUOS_RETURN_IF_ERROR(table_.Load(staged.image, pointers, staged.active));
+  image_ = std::move(staged.image);
+  spec_sets_.push_back(std::move(set));
+  return LoadModule(image_, table_.AliasTable(), &module_, &queue_worker_);
+}
+
+Expected<StagedImage> RuntimeImpl::BuildStaged(
+    std::vector<registry::OperatorSpec> specs,
+    std::map<std::string, registry::SemVer> active) const {
+  std::unique_ptr<registry::Repository> repository;
+  if (!repository_path_.empty()) {
+    registry::RepositoryOptions options;
+    options.path = repository_path_;
+    GPUOS_ASSIGN_OR_RETURN(repository, registry::Repository::Open(options));
   }
   registry::JitOptions options;
-  options.arch = arch;
+  options.arch = arch_;
   options.progress = registry::ProgressMode::kQuiet;
   registry::InMemoryBuildCache memory_cache;
   registry::BuildCache* cache =
       repository ? static_cast<registry::BuildCache*>(repository.get()) : &memory_cache;
-  GPUOS_ASSIGN_OR_RETURN(image_, registry::JitBuilder(cache, options).Build(specs_));
+  StagedImage staged;
+  GPUOS_ASSIGN_OR_RETURN(staged.image, registry::JitBuilder(cache, options).Build(specs));
+  staged.specs = std::move(specs);
+  staged.active = std::move(active);
+  return staged;
+}
+
+Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
+                               const std::vector<unsigned int>& aliases, CUmodule* module,
+                               CUfunction* worker) {
+  CUmodule loaded = nullptr;
   GPUOS_RETURN_IF_ERROR(
-      Cuda(driver_->cuModuleLoadData(&module_, image_.cubin.data()), "cuModuleLoadData"));
-  CUdeviceptr address = 0;
-  std::size_t bytes = 0;
-  GPUOS_RETURN_IF_ERROR(
-      Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kImageAbiVersionSymbol),
-           "cuModuleGetGlobal(gpuos_image_abi_version)"));
-  unsigned int version = 0;
-  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemcpyDtoH(&version, address, sizeof(version)),
-                             "reading the image's ABI version"));
-  if (version != device::kRuntimeAbiVersion) {
-    return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
-                       ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
-                       "; rebuild it (gpuos-registry build)");
-  }
-  GPUOS_RETURN_IF_ERROR(Cuda(
-      driver_->cuModuleGetFunction(&queue_worker_, module_, registry::kQueueWorkerKernelSymbol),
-      "cuModuleGetFunction(gpuos_queue_worker)"));
-  // Logical ids: one per (operator, dtype), the newest version's slot.
-  std::vector<unsigned int> aliases(device::kMaxLogicalOps, 0);
-  for (const registry::ImageEntry& entry : image_.entries) {
-    // Operators with a second type variable (cast) have one logical id per
-    // (T, U) pair.
-    const auto key = LogicalKey(entry.op_name, entry.dtype, entry.out_dtype);
-    if (logical_by_name_.count(key) != 0) continue;
-    const registry::ImageEntry* latest =
-        image_.FindLatest(entry.op_name, entry.dtype, entry.out_dtype);
-    if (latest == nullptr)
-      return Internal("image entry " + entry.symbol + " has no latest version");
-    if (operators_.size() + 1 >= device::kMaxLogicalOps) {
-      return InvalidArgument("the image has more than " +
-                             std::to_string(device::kMaxLogicalOps - 1) +
-                             " operator instantiations; the alias table cannot hold them");
+      Cuda(driver_->cuModuleLoadData(&loaded, image.cubin.data()), "cuModuleLoadData"));
+  auto checked = [&]() -> Status {
+    CUdeviceptr address = 0;
+    std::size_t bytes = 0;
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kImageAbiVersionSymbol),
+             "cuModuleGetGlobal(gpuos_image_abi_version)"));
+    unsigned int version = 0;
+    GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemcpyDtoH(&version, address, sizeof(version)),
+                               "reading the image's ABI version"));
+    if (version != device::kRuntimeAbiVersion) {
+      return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
+                         ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
+                         "; rebuild it (gpuos-registry build)");
     }
-    OperatorRef ref;
-    ref.name = latest->op_name;
-    ref.version = latest->version;
-    ref.dtype = latest->dtype;
-    ref.out_dtype = latest->out_dtype;
-    ref.slot = latest->slot;
-    ref.logical = static_cast<std::uint32_t>(operators_.size() + 1);
-    for (const registry::OperatorSpec& spec : specs_) {
-      if (spec.name == ref.name && spec.version == ref.version) ref.spec = &spec;
-    }
-    aliases[ref.logical] = ref.slot;
-    logical_by_name_[key] = ref.logical;
-    operators_.push_back(ref);
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
+             "cuModuleGetFunction(gpuos_queue_worker)"));
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kAliasTableSymbol),
+             "cuModuleGetGlobal(gpuos_alias_table)"));
+    return Cuda(driver_->cuMemcpyHtoD(address, aliases.data(),
+                                      std::min(bytes, aliases.size() * sizeof(unsigned int))),
+                "writing the alias table");
+  }();
+  if (!checked.ok()) {
+    (void)driver_->cuModuleUnload(loaded);
+    return checked;
   }
-  GPUOS_RETURN_IF_ERROR(
-      Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kAliasTableSymbol),
-           "cuModuleGetGlobal(gpuos_alias_table)"));
-  return Cuda(driver_->cuMemcpyHtoD(address, aliases.data(),
-                                    std::min(bytes, aliases.size() * sizeof(unsigned int))),
-              "writing the alias table");
+  *module = loaded;
+  return Status::Ok();
 }
 
 Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
@@ -196,6 +205,7 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   const std::size_t tasks_at = host.Add(std::size_t{tasks} * sizeof(device::TaskDesc));
   const std::size_t tensors_at = host.Add(std::size_t{tensors} * sizeof(device::TensorDesc));
   const std::size_t edges_at = host.Add(std::size_t{edges} * sizeof(std::uint32_t));
+  const std::size_t errors_at = host.Add(subs * sizeof(device::SubmissionError));
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuMemHostAlloc(&host_block_, host.size(),
                                    CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
@@ -221,6 +231,15 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   const std::size_t d_state = dev.Add(sizeof(device::QueueDeviceState));
   const std::size_t d_remaining = dev.Add(subs * sizeof(std::uint32_t));
   const std::size_t d_sequences = dev.Add(subs * sizeof(std::uint64_t));
+  // Errors and diagnostics (runtime_diagnostics.h). An epoch switch never
+  // grows the grid beyond blocks_, so blocks_ entries per block suffice.
+  const std::size_t d_slot_status = dev.Add(subs * sizeof(device::WorkerStatus));
+  const std::size_t d_activity = dev.Add(blocks_ * sizeof(device::BlockActivity));
+  const std::size_t d_trace_counts = dev.Add(blocks_ * sizeof(std::uint64_t));
+  const unsigned int trace_per_block =
+      config.trace_capacity == 0 ? 0 : std::max(1u, config.trace_capacity / blocks_);
+  const std::size_t d_trace =
+      dev.Add(std::size_t{blocks_} * trace_per_block * sizeof(device::TraceRecord));
   GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemAlloc(&device_block_, dev.size()),
                              "cuMemAlloc(queue, " + std::to_string(dev.size()) + " bytes)"));
   GPUOS_RETURN_IF_ERROR(
@@ -241,6 +260,22 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   p.state = device_block_ + d_state;
   p.remaining = device_block_ + d_remaining;
   p.sequences = device_block_ + d_sequences;
+  p.slot_status = device_block_ + d_slot_status;
+  p.slot_errors = host_device + errors_at;
+  p.activity = device_block_ + d_activity;
+  p.trace = trace_per_block == 0 ? 0 : device_block_ + d_trace;
+  p.trace_counts = device_block_ + d_trace_counts;
+  p.diagnostic_blocks = blocks_;
+  p.trace_per_block = trace_per_block;
+  diagnostics_.slot_errors = reinterpret_cast<device::SubmissionError*>(base + errors_at);
+  diagnostics_.activity = p.activity;
+  diagnostics_.trace = p.trace;
+  diagnostics_.trace_counts = p.trace_counts;
+  diagnostics_.blocks = blocks_;
+  diagnostics_.trace_per_block = trace_per_block;
+  diagnostics_.device_ordinal = config.device;
+  diagnostics_.task_time_limit = std::max(std::chrono::milliseconds(0), config.task_time_limit);
+  diagnostics_.watchdog_log = config.watchdog_log;
   p.idle_park_ns =
       static_cast<unsigned long long>(std::max<long long>(0, config.idle_park.count()) * 1000);
   p.task_capacity = tasks;
@@ -280,6 +315,7 @@ void RuntimeImpl::Free(const DeviceBuffer& buffer) {
 void RuntimeImpl::RunDeferredFrees() {
   for (CUdeviceptr address : deferred_frees_) (void)driver_->cuMemFree(address);
   deferred_frees_.clear();
+  RecycleTensorMemory(/*worker_parked=*/true);  // runtime_tensors.cpp
 }
 
 Status RuntimeImpl::Copy(bool to_device, std::uint64_t address, void* host, std::size_t bytes) {
@@ -295,28 +331,30 @@ Status RuntimeImpl::Copy(bool to_device, std::uint64_t address, void* host, std:
 
 Expected<OperatorRef> RuntimeImpl::Resolve(const std::string& op, DType dtype,
                                            std::optional<DType> out_dtype) const {
-  auto it = logical_by_name_.find(LogicalKey(op, dtype, out_dtype));
-  if (it != logical_by_name_.end()) return operators_[it->second - 1];
-  std::string dtypes;
-  std::string names;
-  for (const OperatorRef& ref : operators_) {
-    if (ref.name != op) continue;
-    dtypes += (dtypes.empty() ? "" : ", ") + std::string(DTypeName(ref.dtype));
-    if (ref.out_dtype) dtypes += std::string("->") + DTypeName(*ref.out_dtype);
+  Expected<OperatorRef> found = [&] {
+    std::lock_guard<std::mutex> lock(table_mutex_);
+    return table_.Resolve(op, dtype, out_dtype);
+  }();
+  if (found.ok() || repository_path_.empty() || shut_down_) return found;
+  // An operator the active image lacks but the repository has: stage an
+  // image with it (an epoch switch, docs/live-update.md), then resolve.
+  registry::RepositoryOptions options;
+  options.path = repository_path_;
+  options.read_only = true;
+  auto repository = registry::Repository::Open(options);
+  if (!repository.ok() || !(*repository)->GetOperator(op).ok()) return found;
+  repository->reset();
+  auto refreshed = const_cast<RuntimeImpl*>(this)->Refresh();
+  if (!refreshed.ok()) {
+    return refreshed.status().WithContext("operator '" + op +
+                                          "' is in the repository but not in the active image");
   }
-  if (!dtypes.empty()) {
-    return NotFound("operator '" + op + "' has no " + std::string(DTypeName(dtype)) +
-                    (out_dtype ? std::string("->") + DTypeName(*out_dtype) : std::string()) +
-                    " instantiation in the kernel image (it has: " + dtypes + ")");
-  }
-  return NotFound("operator '" + op + "' is not in the kernel image (" +
-                  std::to_string(specs_.size()) +
-                  " operator versions); publish a pack that defines it");
+  std::lock_guard<std::mutex> lock(table_mutex_);
+  return table_.Resolve(op, dtype, out_dtype);
 }
 
 const OperatorRef* RuntimeImpl::ByLogical(std::uint32_t logical) const {
-  if (logical == 0 || logical > operators_.size()) return nullptr;
-  return &operators_[logical - 1];
+  return table_.ByLogical(logical);
 }
 
 // Runtime: forwarding.
@@ -327,6 +365,7 @@ Runtime::~Runtime() = default;
 Expected<std::unique_ptr<Runtime>> Runtime::Open(const RuntimeConfig& config) {
   auto impl = std::make_unique<RuntimeImpl>();
   GPUOS_RETURN_IF_ERROR(impl->Init(config));
+  GPUOS_RETURN_IF_ERROR(impl->StartControlServer(config));
   return std::unique_ptr<Runtime>(new Runtime(std::move(impl)));
 }
 
@@ -368,7 +407,11 @@ Expected<DeviceBuffer> RuntimeImpl::ImageGlobal(const std::string& symbol) const
   return buffer;
 }
 std::string Runtime::device_name() const { return impl_->device_name(); }
-Status Runtime::Shutdown() { return impl_->Shutdown(); }
+unsigned int Runtime::worker_blocks() const { return impl_->blocks(); }
+Status Runtime::Shutdown() {
+  impl_->StopControlServer();
+  return impl_->Shutdown();
+}
 
 Status Future::Wait(std::chrono::microseconds timeout) const {
   if (sequence_ == 0) return Status::Ok();

@@ -12,10 +12,18 @@
 #include <tuple>
 #include <vector>
 
+#include "epoch_switch.h"
 #include "gpuos/cuda_driver.h"
 #include "gpuos/device/queue.h"
 #include "gpuos/registry/kernel_image.h"
 #include "gpuos/runtime/runtime.h"
+#include "operator_table.h"
+#include "runtime_diagnostics.h"
+
+namespace gpuos::control {
+class ControlServer;
+class ControlHandler;
+}  // namespace gpuos::control
 
 namespace gpuos::runtime {
 
@@ -40,15 +48,13 @@ struct InFlight {
   bool has_tasks = false, has_tensors = false, has_successors = false;
   std::uint32_t tasks = 0;
   std::uint32_t ready_entries = 0;
+  // The graph's tensor storages, kept alive until the submission is done.
+  std::vector<std::shared_ptr<Storage>> storages;
 };
 
-// Key of logical_by_name_.
-std::tuple<std::string, int, int> LogicalKey(const std::string& op, DType dtype,
-                                             std::optional<DType> out_dtype);
-
-class RuntimeImpl {
+class RuntimeImpl final : public EpochDevice {
  public:
-  ~RuntimeImpl();
+  ~RuntimeImpl() override;
 
   Status Init(const RuntimeConfig& config);
   Status MakeCurrent() const;
@@ -57,8 +63,12 @@ class RuntimeImpl {
   }
 
   // runtime_queue.cpp
-  Expected<Future> Submit(const TaskGraph& graph);
+  Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options = {});
   Status Wait(const Future& future, std::chrono::microseconds timeout);
+  // Waits until `sequence` finished (its outcome: SubmissionResult), with
+  // the watchdog. `task_count` is for the timeout's message (0: unknown).
+  Status WaitFinished(std::uint64_t sequence, std::uint32_t task_count,
+                      std::chrono::microseconds timeout);
   bool Done(std::uint64_t sequence) const;
   Status Synchronize(std::chrono::microseconds timeout);
   Status WaitUntilParked(std::chrono::microseconds timeout);
@@ -74,12 +84,82 @@ class RuntimeImpl {
   const OperatorRef* ByLogical(std::uint32_t logical) const;
   Expected<DeviceBuffer> ImageGlobal(const std::string& symbol) const;
 
+  // runtime_streams.cpp: ordering against other CUDA streams.
+  struct Gate {
+    std::uint64_t address = 0;  // device address of the gate word; 0 = none
+    std::uint64_t value = 0;
+  };
+  // REQUIRES mutex_. Checks options.wait_for (support, legacy stream) and
+  // allocates the gate words on first use.
+  Status CheckWaitFor(const SubmitOptions& options);
+  // REQUIRES mutex_, and ring slot `slot` free. Enqueues the write that
+  // opens submission `sequence`'s gate on options.wait_for.
+  Expected<Gate> EnqueueGate(const SubmitOptions& options, std::uint64_t sequence,
+                             std::uint32_t slot);
+  Status StreamWaitFor(CUstream stream, const Future& future);
+
+  // runtime_tensors.cpp: tensors from the runtime (a DeviceArena).
+  Expected<std::shared_ptr<DeviceArena>> TensorArena();
+  int DeviceOrdinal() const;  // of device_
+  Expected<Tensor> Wrap(std::uint64_t address, DType dtype, const Dims& sizes, const Dims& strides,
+                        std::function<void()> release, std::int64_t storage_offset);
+  Status CopyTensor(bool to_device, const Tensor& tensor, void* host, std::size_t bytes);
+  Expected<std::size_t> TrimTensorMemory();
+  // REQUIRES mutex_. Before submission `sequence` is published: recycles
+  // the tensor frees that finished submissions made safe, then tags later
+  // frees with `sequence`.
+  void NoteTensorUse(std::uint64_t sequence);
+  // REQUIRES mutex_. Makes arena frees reusable once every submission that
+  // might use them is done; with `worker_parked` and nothing in flight, the
+  // arena may free immediately again.
+  void RecycleTensorMemory(bool worker_parked);
+
+  // runtime_epoch.cpp: live updates (docs/live-update.md).
+  Status Activate(const std::string& op, const registry::SemVer& version);
+  Expected<UpdateOutcome> Update(const std::vector<LiveOperator>& operators);
+  Expected<UpdateOutcome> Refresh();
+  std::vector<ActiveOperator> ActiveOperators() const;
+  // EpochDevice. Quiesce takes mutex_ and Resume releases it (same thread).
+  Status Quiesce(std::chrono::microseconds timeout) override;
+  Status Load(const StagedImage& staged) override;
+  void Commit(StagedImage staged) override;
+  void Resume() override;
+
+  // runtime_control.cpp
+  Status StartControlServer(const RuntimeConfig& config);
+  void StopControlServer();
+  std::string control_socket_path() const;
+  const std::string& repository_path() const { return repository_path_; }
+
+  // runtime_trace.cpp
+  Expected<std::vector<TraceEvent>> TraceEvents() const;
+  Status ExportChromeTrace(const std::string& path) const;
+
   const registry::KernelImage& image() const { return image_; }
   const std::string& device_name() const { return device_name_; }
-  unsigned int blocks() const { return blocks_; }
+  unsigned int blocks() const { return blocks_hint_.load(std::memory_order_relaxed); }
 
  private:
   Status LoadImage(const RuntimeConfig& config);
+  // Builds an image of `specs` for this device (the repository, when there
+  // is one, is the build cache). Takes no lock.
+  Expected<StagedImage> BuildStaged(std::vector<registry::OperatorSpec> specs,
+                                    std::map<std::string, registry::SemVer> active) const;
+  // Loads `image` into a module and checks its ABI; writes `aliases` into its
+  // alias table. REQUIRES: no grid running.
+  Status LoadModule(const registry::KernelImage& image, const std::vector<unsigned int>& aliases,
+                    CUmodule* module, CUfunction* worker);
+  // REQUIRES mutex_. Writes the active table into the active module's alias
+  // table (live: a copy on the copy stream).
+  Status WriteAliasTable();
+  // The staged image after Load, until Commit.
+  struct Pending {
+    CUmodule module = nullptr;
+    CUfunction worker = nullptr;
+    unsigned int blocks = 0;
+    OperatorTable table;
+    std::unique_ptr<std::vector<registry::OperatorSpec>> specs;
+  };
   Status AllocateQueue(const RuntimeConfig& config);
   // REQUIRES mutex_. Launches a grid when none runs (or the last parked).
   Status EnsureWorker();
@@ -88,7 +168,25 @@ class RuntimeImpl {
   // REQUIRES mutex_ and no grid running.
   void RunDeferredFrees();
   bool GridIdle() const;  // the worker stream has nothing running
-  Status WorkerError(std::uint32_t first_task_id, std::uint32_t count) const;
+  // runtime_errors.cpp. The outcome of finished submission `sequence`: OK
+  // or the first error of one of its tasks.
+  Status SubmissionResult(std::uint64_t sequence) const;
+  // REQUIRES mutex_; `sequence` finished and its arenas not yet released.
+  // Keeps its error (if any) for SubmissionResult once its slot is reused.
+  void KeepFailure(std::uint64_t sequence);
+  // REQUIRES: the submission's arenas not yet released.
+  Status DescribeFailure(std::uint64_t sequence, const device::WorkerStatus& status) const;
+  // For a BlockActivity / TraceRecord operator code run by grid
+  // `generation` (0: the newest): the name ("add f32") and the version
+  // ("1.0.0", "" when unknown).
+  std::pair<std::string, std::string> OperatorNames(std::uint32_t op,
+                                                    std::uint64_t generation = 0) const;
+  // runtime_watchdog.cpp. While a Wait waits: the tasks running longer than
+  // the limit (empty when none or the watchdog is off); at most one copy
+  // from the device per WatchdogInterval.
+  std::vector<std::string> TasksOverLimit();
+  // "task 3 of submission 12 (task id 40)".
+  std::string NameTask(std::uint32_t task_id) const;
 
   std::uint64_t LoadDone(std::uint32_t slot) const;
 
@@ -101,12 +199,24 @@ class RuntimeImpl {
   CUstream copy_stream_ = nullptr;  // copies, non-blocking
   std::string device_name_;
   unsigned int blocks_ = 0;
+  unsigned int multiprocessors_ = 1;
+  std::atomic<unsigned int> blocks_hint_{0};  // blocks_, readable without the mutex
 
   registry::KernelImage image_;
-  std::vector<registry::OperatorSpec> specs_;
-  std::vector<OperatorRef> operators_;  // index = logical id - 1
-  // (operator, dtype, out_dtype or -1) -> logical id.
-  std::map<std::tuple<std::string, int, int>, std::uint32_t> logical_by_name_;
+  std::string arch_;
+  std::string repository_path_;  // "" = none
+  // Every spec set ever loaded, the active one last: OperatorRef::spec
+  // pointers handed out stay valid across epochs.
+  std::vector<std::unique_ptr<std::vector<registry::OperatorSpec>>> spec_sets_;
+  // Written with mutex_ and table_mutex_ held; read with either.
+  OperatorTable table_;
+  mutable std::mutex table_mutex_;
+  std::unique_ptr<Pending> pending_;
+  std::unique_lock<std::mutex> quiesce_lock_;
+  std::chrono::microseconds quiesce_timeout_{10000000};
+  std::mutex update_mutex_;  // one live update at a time
+  std::unique_ptr<control::ControlHandler> control_handler_;
+  std::unique_ptr<control::ControlServer> control_server_;
 
   // Mapped host memory and device memory of the queue (queue.h).
   void* host_block_ = nullptr;
@@ -133,6 +243,17 @@ class RuntimeImpl {
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUdeviceptr> deferred_frees_;
   RuntimeStats stats_;
+  Diagnostics diagnostics_;  // errors, watchdog, trace (runtime_diagnostics.h)
+
+  // runtime_streams.cpp. One 64-bit gate word per submission slot (device
+  // memory, zeroed); slot s opens for sequence q when its word is >= q.
+  CUdeviceptr gate_words_ = 0;
+  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS; -1 until queried.
+  mutable std::atomic<int> stream_memops_{-1};
+  // runtime_tensors.cpp. Created on first use (under mutex_).
+  std::shared_ptr<DeviceArena> tensor_memory_;
+  std::atomic<bool> tensor_memory_ready_{false};  // set once tensor_memory_ is (lock-free reads)
+  mutable std::atomic<int> device_ordinal_{-1};
 };
 
 }  // namespace gpuos::runtime

@@ -52,27 +52,6 @@ class Backoff {
   unsigned int rounds_ = 0;
 };
 
-const char* WorkerErrorName(unsigned int error) {
-  switch (error) {
-    case device::kWorkerBadOpcode:
-      return "bad opcode (no operator in that slot)";
-    case device::kWorkerBadTensorIndex:
-      return "tensor index outside the submission";
-    case device::kWorkerBadArity:
-      return "wrong number of tensors for the operator";
-    case device::kWorkerBadDType:
-      return "tensor dtype differs from the operator instantiation";
-    case device::kWorkerBadShape:
-      return "shapes do not broadcast or reduce as required";
-    case device::kWorkerScratchTooSmall:
-      return "accumulator larger than the scratch memory";
-    case device::kWorkerOperatorFailed:
-      return "operator code called ctx.fail()";
-    default:
-      return "unknown worker error";
-  }
-}
-
 }  // namespace
 
 long long RingArena::Allocate(std::uint32_t count) {
@@ -119,6 +98,7 @@ bool RuntimeImpl::GridIdle() const { return driver_->cuStreamQuery(stream_) == C
 void RuntimeImpl::Reclaim() {
   while (!in_flight_.empty() && Done(in_flight_.front().sequence)) {
     const InFlight& oldest = in_flight_.front();
+    KeepFailure(oldest.sequence);  // before its slot and arenas can be reused
     if (oldest.has_tasks) task_arena_.ReleaseOldest();
     if (oldest.has_tensors) tensor_arena_.ReleaseOldest();
     if (oldest.has_successors) successor_arena_.ReleaseOldest();
@@ -135,6 +115,7 @@ Status RuntimeImpl::EnsureWorker() {
   // The generation moves only when a grid really starts: after a failed
   // launch the next Submit must try again, not believe a grid is running.
   params_.generation = generation_ + 1;
+  diagnostics_.slot_names.Note(params_.generation, image_);  // names what this grid runs
   void* args[] = {&params_};
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuLaunchKernel(queue_worker_, blocks_, 1, 1, device::kWorkerThreads, 1, 1, 0,
@@ -145,11 +126,17 @@ Status RuntimeImpl::EnsureWorker() {
   return Status::Ok();
 }
 
-Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
+Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions& options) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shut_down_) return Unavailable("the runtime was shut down");
   if (graph.empty()) return Future{};
   GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  GPUOS_RETURN_IF_ERROR(CheckWaitFor(options));
+  for (std::uint32_t logical : graph.logical_ops()) {
+    if (logical != 0 && table_.Slot(logical) == 0) {
+      return FailedPrecondition(table_.Unresolvable(logical));
+    }
+  }
   const auto& tasks = graph.tasks();
   const auto& tensors = graph.tensors();
   const auto& edges = graph.successors();
@@ -160,6 +147,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   for (const device::TaskDesc& task : tasks) {
     ready_need += std::min<std::uint32_t>(std::max(task.num_tiles, 1u), blocks_);
   }
+  if (options.wait_for != nullptr) ++ready_need;  // the gate's retry entry (runtime_streams.cpp)
   if (task_count > task_arena_.capacity() || tensor_count > tensor_arena_.capacity() ||
       edge_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
     return InvalidArgument(
@@ -207,6 +195,12 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   next_task_id_ += task_count;
   for (std::uint32_t i = 0; i < task_count; ++i) {
     device::TaskDesc task = tasks[i];
+    // Bind the task to the version active now (docs/live-update.md): its
+    // slot, not the alias table, is what the worker dispatches.
+    if (task.logical_op != 0) {
+      task.opcode = table_.Slot(task.logical_op);
+      task.logical_op = 0;
+    }
     for (unsigned int k = 0; k < task.num_tensors && k < device::kMaxTaskTensors; ++k) {
       task.tensors[k] += static_cast<int>(tensor_begin);
     }
@@ -218,9 +212,18 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   for (std::uint32_t e = 0; e < edge_count; ++e) {
     staged_successors_[edge_begin + e] = edges[e] + static_cast<std::uint32_t>(task_begin);
   }
-  const std::uint64_t sequence = next_sequence_++;
+  const std::uint64_t sequence = next_sequence_;
   const std::uint32_t slot =
       static_cast<std::uint32_t>((sequence - 1) % params_.submission_capacity);
+  const Expected<Gate> gate = EnqueueGate(options, sequence, slot);
+  if (!gate.ok()) {
+    if (task_count > 0) task_arena_.ReleaseNewest();
+    if (tensor_count > 0) tensor_arena_.ReleaseNewest();
+    if (edge_count > 0) successor_arena_.ReleaseNewest();
+    return gate.status();
+  }
+  NoteTensorUse(sequence);
+  ++next_sequence_;
   device::Submission& record = submissions_[slot];
   record.sequence = sequence;
   record.task_begin = static_cast<std::uint32_t>(task_begin);
@@ -229,6 +232,9 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   record.tensor_count = tensor_count;
   record.successor_begin = static_cast<std::uint32_t>(edge_begin);
   record.successor_count = edge_count;
+  record.gate = gate->address;
+  record.gate_value = gate->value;
+  diagnostics_.history.Add({sequence, first_id, task_count});
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 
   InFlight entry;
@@ -238,8 +244,9 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   entry.has_successors = edge_count > 0;
   entry.tasks = task_count;
   entry.ready_entries = static_cast<std::uint32_t>(ready_need);
+  entry.storages = graph.storages();
   ready_reserved_ += entry.ready_entries;
-  in_flight_.push_back(entry);
+  in_flight_.push_back(std::move(entry));
   GPUOS_RETURN_IF_ERROR(EnsureWorker());
 
   ++stats_.submissions;
@@ -250,7 +257,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   stats_.max_tasks_in_flight = std::max(stats_.max_tasks_in_flight, tasks_in_flight);
   // Counted by logical id first: a name per task would cost more than
   // staging the task.
-  std::vector<std::uint64_t> per_logical(operators_.size() + 1, 0);
+  std::vector<std::uint64_t> per_logical(table_.size() + 1, 0);
   for (std::uint32_t logical : graph.logical_ops()) {
     ++per_logical[logical < per_logical.size() ? logical : 0];
   }
@@ -270,36 +277,47 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph) {
   return future;
 }
 
-Status RuntimeImpl::WorkerError(std::uint32_t first_task_id, std::uint32_t count) const {
-  const unsigned int error = LoadAcquire(&control_->status.error);
-  if (error == device::kWorkerOk) return Status::Ok();
-  const unsigned int task_id = LoadAcquire(&control_->status.task_id);
-  if (task_id - first_task_id >= count) return Status::Ok();  // another submission's
-  const std::string message = "task " + std::to_string(task_id - first_task_id) +
-                              " of the submission failed on the GPU: " + WorkerErrorName(error) +
-                              " (detail " + std::to_string(LoadAcquire(&control_->status.detail)) +
-                              ")";
-  return error == device::kWorkerOperatorFailed ? FailedPrecondition(message)
-                                                : InvalidArgument(message);
-}
-
-Status RuntimeImpl::Wait(const Future& future, std::chrono::microseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
+Status RuntimeImpl::WaitFinished(std::uint64_t sequence, std::uint32_t task_count,
+                                 std::chrono::microseconds timeout) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + timeout;
+  const bool watchdog = diagnostics_.task_time_limit.count() > 0;
+  const auto watchdog_after = WatchdogInterval(diagnostics_.task_time_limit);
   Backoff backoff;
   int polls = 0;
-  while (!Done(future.sequence_)) {
+  while (!Done(sequence)) {
     if (shut_down_.load()) {
-      return Unavailable("the runtime was shut down before submission " +
-                         std::to_string(future.sequence_) + " finished");
+      return Unavailable("the runtime was shut down before submission " + std::to_string(sequence) +
+                         " finished");
     }
     ++polls;
     // The deadline is checked often (timeouts stay accurate once the
     // backoff sleeps); the stream, which costs a driver call, rarely.
-    if ((polls & 15) == 0 && Clock::now() > deadline) {
-      return Unavailable("submission " + std::to_string(future.sequence_) + " (" +
-                         std::to_string(future.task_count_) + " tasks) did not finish within " +
-                         std::to_string(timeout.count()) + " us; tiles completed so far: " +
-                         std::to_string(LoadAcquire(&control_->completed_tasks)));
+    if ((polls & 15) == 0) {
+      const Clock::time_point now = Clock::now();
+      if (now > deadline) {
+        return Unavailable(
+            "submission " + std::to_string(sequence) +
+            (task_count == 0 ? std::string() : " (" + std::to_string(task_count) + " tasks)") +
+            " did not finish within " + std::to_string(timeout.count()) +
+            " us; tiles completed so far: " +
+            std::to_string(LoadAcquire(&control_->completed_tasks)));
+      }
+      if (watchdog && now - start >= watchdog_after) {
+        // Reported by a Wait that has itself waited the limit: a stuck task
+        // is reported to each waiter, and again to later Waits, at most once
+        // per limit each.
+        const std::vector<std::string> over = TasksOverLimit();
+        if (!over.empty() && now - start >= diagnostics_.task_time_limit && !Done(sequence)) {
+          std::string message = "watchdog: submission " + std::to_string(sequence) +
+                                " has not finished after " + FormatDuration(now - start) +
+                                " of waiting; ";
+          for (std::size_t i = 0; i < over.size(); ++i) message += (i ? "; " : "") + over[i];
+          return Unavailable(message + " (RuntimeConfig::task_time_limit is " +
+                             FormatDuration(diagnostics_.task_time_limit) +
+                             "); the runtime keeps running it: Wait again to keep waiting");
+        }
+      }
     }
     if ((polls & 1023) == 0) {
       GPUOS_RETURN_IF_ERROR(MakeCurrent());
@@ -310,38 +328,35 @@ Status RuntimeImpl::Wait(const Future& future, std::chrono::microseconds timeout
     }
     backoff.Pause();
   }
-  return WorkerError(future.first_task_id_, future.task_count_);
+  return Status::Ok();
+}
+
+Status RuntimeImpl::Wait(const Future& future, std::chrono::microseconds timeout) {
+  GPUOS_RETURN_IF_ERROR(WaitFinished(future.sequence_, future.task_count_, timeout));
+  return SubmissionResult(future.sequence_);
 }
 
 Status RuntimeImpl::Synchronize(std::chrono::microseconds timeout) {
-  Future last;
+  std::uint64_t first = 0, last = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (next_sequence_ == 1) return Status::Ok();
-    last.runtime_ = this;
-    last.sequence_ = next_sequence_ - 1;
+    Reclaim();
+    if (in_flight_.empty()) return Status::Ok();
+    first = in_flight_.front().sequence;
+    last = next_sequence_ - 1;
   }
   const Clock::time_point deadline = Clock::now() + timeout;
-  // Submissions complete out of order: wait for each one still in flight.
-  for (std::uint64_t s = 1; s <= last.sequence_; ++s) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      Reclaim();
-      if (in_flight_.empty()) break;
-      s = std::max(s, in_flight_.front().sequence);
-    }
-    Future f = last;
-    f.sequence_ = s;
-    f.task_count_ = 0;
+  // Submissions complete out of order: wait for each one that was in
+  // flight; report the first that failed.
+  Status first_failure;
+  for (std::uint64_t s = first; s <= last; ++s) {
     const auto left =
         std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
-    GPUOS_RETURN_IF_ERROR(Wait(f, std::max(left, std::chrono::microseconds(0))));
+    GPUOS_RETURN_IF_ERROR(WaitFinished(s, 0, std::max(left, std::chrono::microseconds(0))));
+    Status result = SubmissionResult(s);
+    if (first_failure.ok()) first_failure = std::move(result);
   }
-  const unsigned int error = LoadAcquire(&control_->status.error);
-  if (error != device::kWorkerOk) {
-    return InvalidArgument(std::string("a task failed on the GPU: ") + WorkerErrorName(error));
-  }
-  return Status::Ok();
+  return first_failure;
 }
 
 Status RuntimeImpl::WaitUntilParked(std::chrono::microseconds timeout) {
@@ -376,6 +391,7 @@ RuntimeStats RuntimeImpl::Stats() const {
     stats.parks = generation_ == 0 ? 0 : (generation_ - 1) + (parked >= generation_ ? 1 : 0);
   }
   stats.relaunches = stats.launches == 0 ? 0 : stats.launches - 1;
+  stats.watchdog_reports = diagnostics_.watchdog_reports.load();
   return stats;
 }
 
@@ -410,6 +426,8 @@ Status RuntimeImpl::Shutdown() {
     (void)driver_->cuStreamDestroy(stream_);
     stream_ = nullptr;
   }
+  // Watchdog and trace copies use the copy stream and the device block.
+  std::lock_guard<std::mutex> diagnostics_lock(diagnostics_.device_mutex);
   if (copy_stream_ != nullptr) (void)driver_->cuStreamDestroy(copy_stream_);
   copy_stream_ = nullptr;
   RunDeferredFrees();

@@ -5,6 +5,7 @@
 
 #include "gpuos/registry/codegen.h"
 #include "gpuos/runtime/runtime.h"
+#include "runtime_impl.h"
 
 namespace gpuos::runtime {
 
@@ -76,13 +77,46 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
   task.end = items;
   std::uint32_t tiles = options.tiles;
   if (tiles == 0) {
-    const long long per_tile =
-        spec.kind == registry::OperatorKind::kElementwise ? kWorkItemsPerTile : kSlicesPerTile;
-    tiles = static_cast<std::uint32_t>(
-        std::clamp<long long>((items + per_tile - 1) / per_tile, 1, kMaxTiles));
+    const bool elementwise = spec.kind == registry::OperatorKind::kElementwise;
+    const long long per_tile = elementwise ? kWorkItemsPerTile : kSlicesPerTile;
+    // Elementwise tiles pay a fixed cost each (claim, fences, dispatch:
+    // about 4 us): a few tiles per worker block balance the load without
+    // paying it thousands of times (bench elementwise_large_f32).
+    const long long most =
+        elementwise ? std::max<long long>(1, kElementwiseTilesPerBlock * runtime_->worker_blocks())
+                    : kMaxTiles;
+    tiles = static_cast<std::uint32_t>(std::clamp<long long>((items + per_tile - 1) / per_tile, 1,
+                                                             std::min<long long>(most, kMaxTiles)));
   }
   task.num_tiles = std::min(tiles, kMaxTiles);
   return Append(task, ref.logical, deps);
+}
+
+Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
+                                const std::vector<Tensor>& tensors, const Attributes& attributes,
+                                const std::vector<TaskId>& deps, const TaskOptions& options) {
+  const int runtime_device = runtime_->impl_->DeviceOrdinal();
+  std::vector<device::TensorDesc> descs;
+  descs.reserve(tensors.size());
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    const Tensor& tensor = tensors[k];
+    const std::string what = "task " + std::to_string(tasks_.size()) + " (" + op + " " +
+                             DTypeName(dtype) + "), tensor " + std::to_string(k);
+    if (!tensor.defined()) return InvalidArgument(what + " is undefined (a default Tensor)");
+    if (tensor.storage()->device() != runtime_device) {
+      return InvalidArgument(what + " lives on CUDA device " +
+                             std::to_string(tensor.storage()->device()) +
+                             ", and the runtime runs on device " + std::to_string(runtime_device));
+    }
+    Expected<device::TensorDesc> desc = tensor.ToDesc();
+    if (!desc.ok()) return desc.status().WithContext(what);
+    descs.push_back(*desc);
+  }
+  GPUOS_ASSIGN_OR_RETURN(const TaskId id, Add(op, dtype, descs, attributes, deps, options));
+  for (const Tensor& tensor : tensors) {
+    if (kept_alive_.insert(tensor.storage().get()).second) storages_.push_back(tensor.storage());
+  }
+  return id;
 }
 
 Expected<TaskId> TaskGraph::AddNoop(const std::vector<TaskId>& deps) {

@@ -129,7 +129,7 @@ Status DeviceArena::Free(uint64_t address) {
   }
   if (worker_may_run_) {
     it->second.pending = true;
-    pending_.push_back(address);
+    pending_.emplace_back(address, last_submission_);
     ++stats_.pending_frees;
     stats_.pending_free_bytes += it->second.bytes;
     return Status::Ok();
@@ -158,13 +158,29 @@ bool DeviceArena::worker_may_run() const {
   return worker_may_run_;
 }
 
-size_t DeviceArena::ReleaseDeferred() {
+size_t DeviceArena::ReleaseDeferred() { return ReleaseCompletedThrough(UINT64_MAX); }
+
+void DeviceArena::NoteSubmission(uint64_t sequence) {
   std::lock_guard lock(mutex_);
-  const size_t released = pending_.size();
-  for (uint64_t address : pending_) ReleaseLocked(address);
-  pending_.clear();
-  stats_.pending_frees = 0;
-  stats_.pending_free_bytes = 0;
+  worker_may_run_ = true;
+  last_submission_ = std::max(last_submission_, sequence);
+}
+
+size_t DeviceArena::ReleaseCompletedThrough(uint64_t sequence) {
+  std::lock_guard lock(mutex_);
+  size_t released = 0;
+  auto keep = pending_.begin();
+  for (const auto& [address, tag] : pending_) {
+    if (tag > sequence) {
+      *keep++ = {address, tag};
+      continue;
+    }
+    stats_.pending_free_bytes -= allocated_.at(address).bytes;
+    ReleaseLocked(address);
+    ++released;
+  }
+  pending_.erase(keep, pending_.end());
+  stats_.pending_frees = pending_.size();
   stats_.deferred_releases += released;
   return released;
 }

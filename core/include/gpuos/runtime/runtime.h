@@ -20,17 +20,25 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gpuos/device_memory.h"
 #include "gpuos/dtype.h"
 #include "gpuos/registry/kernel_image.h"
 #include "gpuos/registry/operator_spec.h"
+#include "gpuos/runtime/chrome_trace.h"
 #include "gpuos/runtime/task_graph.h"
 #include "gpuos/status.h"
+#include "gpuos/tensor.h"
+
+// cuda.h's stream type (CUstream and cudaStream_t are pointers to it),
+// declared here so that this header does not need cuda.h.
+struct CUstream_st;
 
 namespace gpuos::runtime {
 
@@ -54,6 +62,25 @@ struct RuntimeConfig {
   unsigned int tensor_capacity = 1u << 16;
   unsigned int successor_capacity = 1u << 18;
   unsigned int submission_capacity = 1024;
+  // The control socket (docs/control-socket.md), through which
+  // `gpuos-registry publish` / `rollback` reach this runtime: "" = the
+  // default path for repository_path (`<repository>.runtimes/<pid>.sock`;
+  // no socket without a repository), "off" = none, else this path.
+  std::string control_socket;
+  // Longest wait for the worker to drain and park at an epoch switch.
+  std::chrono::milliseconds quiesce_timeout{10000};
+  // Watchdog (docs/runtime.md, "Watchdog"): a Future::Wait that has waited
+  // this long while a task has run longer than this on a worker block
+  // returns Unavailable naming the task, its operator and block, instead of
+  // waiting on silently. 0 = off.
+  std::chrono::milliseconds task_time_limit{10000};
+  // Called once per task the watchdog finds over the limit, with the same
+  // text, on the thread that is waiting. Must not call into the Runtime.
+  std::function<void(const std::string&)> watchdog_log;
+  // Chrome trace (docs/runtime.md, "Chrome trace"): task records the device
+  // keeps, in all (each worker block keeps its newest trace_capacity /
+  // blocks). 0 = off (the worker then pays one branch per task).
+  unsigned int trace_capacity = 0;
 };
 
 struct RuntimeStats {
@@ -69,6 +96,10 @@ struct RuntimeStats {
   unsigned int worker_blocks = 0;
   double worker_sm_clock_mhz = 0;  // measured by the worker over its last run (diagnostics)
   std::map<std::string, std::uint64_t> tasks_per_operator;  // "add f32" -> count
+  std::uint64_t alias_flips = 0;       // live version changes without a new image
+  std::uint64_t epoch_switches = 0;    // kernel images replaced
+  double last_epoch_gap_us = 0;        // service gap of the last epoch switch
+  std::uint64_t watchdog_reports = 0;  // tasks the watchdog found over task_time_limit
 };
 
 // A device allocation owned by the runtime.
@@ -88,6 +119,44 @@ struct OperatorRef {
   const registry::OperatorSpec* spec = nullptr;
 };
 
+// Live updates (docs/live-update.md). One operator as a runtime should serve
+// it: `current` active, `previous` kept in the image as the target of an
+// alias rollback (dual slots).
+struct LiveOperator {
+  registry::OperatorSpec current;
+  std::optional<registry::OperatorSpec> previous;
+};
+
+// What Update / Refresh did.
+struct UpdateOutcome {
+  std::string action;  // "none", "alias_flip", "epoch_switch"
+  std::vector<std::pair<std::string, std::string>> activated;  // operator, version
+  std::vector<std::string> reasons;                            // why an epoch switch was needed
+  double stage_ms = 0;    // epoch switch: building the staged image
+  double gap_us = 0;      // epoch switch: the service gap
+  std::string image_key;  // the active image afterwards (build-cache key)
+};
+
+struct ActiveOperator {
+  std::string name;
+  registry::SemVer version;                // what new submissions run
+  std::vector<registry::SemVer> in_image;  // versions the image holds (rollback targets)
+};
+
+// How Submit orders a graph (docs/runtime.md, "Streams").
+struct SubmitOptions {
+  // When not null: the graph's tasks start only after the work enqueued on
+  // this CUDA stream (a CUstream or cudaStream_t of the runtime's device)
+  // before Submit has finished. Submit enqueues a write of a gate word on
+  // the stream (cuStreamWriteValue64) and the worker admits the graph once
+  // the word is written; the host does not wait, and other submissions keep
+  // running. The worker does not park while a graph waits at its gate. The
+  // stream's work must be able to run beside the worker: a non-blocking
+  // stream is safest; the legacy default stream (CU_STREAM_LEGACY) is
+  // refused (it would wait for the worker, which waits for it).
+  CUstream_st* wait_for = nullptr;
+};
+
 class RuntimeImpl;
 
 // The completion of one submission. Copyable; cheap.
@@ -97,9 +166,14 @@ class Future {
 
   // Waits until the submission finished, at most `timeout`. Errors:
   // Unavailable when it did not finish in time (the worker is running;
-  // the message says how many of its tasks are done) or the worker died;
-  // InvalidArgument / FailedPrecondition when one of its tasks failed
-  // (the message names the task and the worker error).
+  // the message says how many of its tasks are done), when the watchdog
+  // found a task running longer than RuntimeConfig::task_time_limit while
+  // this Wait waited at least that long (the message starts "watchdog:" and
+  // names the task, its operator, block and time; a later Wait reports it
+  // again after waiting the limit) or the worker died; InvalidArgument /
+  // FailedPrecondition when one of its own tasks failed (the message names
+  // the task, its operator and the worker error; later submissions are not
+  // affected).
   Status Wait(std::chrono::microseconds timeout = std::chrono::seconds(60)) const;
   bool Ready() const;
   std::uint64_t sequence() const { return sequence_; }
@@ -144,6 +218,56 @@ class Runtime {
   // cannot fit the queue even when empty; Unavailable after a shutdown or
   // when the worker died.
   Expected<Future> Submit(const TaskGraph& graph);
+  // Submit after the work enqueued on options.wait_for (see SubmitOptions).
+  // Errors as Submit, and: InvalidArgument for the legacy default stream;
+  // FailedPrecondition when the device lacks 64-bit stream memory
+  // operations; the driver's error when the stream cannot take the write.
+  // An empty graph returns an empty future at once (nothing to order).
+  Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options);
+
+  // Makes `stream` wait for `future`: work enqueued on it after this call
+  // starts once the submission has finished (results visible). Neither the
+  // host nor the worker waits: the stream polls the submission's completion
+  // word (cuStreamWaitValue64). OK at once for an empty or finished future.
+  // Errors: InvalidArgument for a future of another runtime; FailedPrecondition
+  // without 64-bit stream memory operations; the driver's error.
+  Status StreamWaitFor(CUstream_st* stream, const Future& future);
+
+  // ---- Tensors (docs/runtime.md, "Tensors") ----
+  // Tensor memory comes from the runtime's DeviceArena (cuMemAlloc'ed
+  // blocks, sub-allocated). A tensor whose last view is dropped returns its
+  // range to the arena once every submission that might use it has
+  // finished; the arena never gives memory back to the driver while the
+  // worker runs. Tasks added with Tensors keep their storages alive until
+  // the submission is done, so dropping a tensor right after Submit is safe.
+
+  // A new dense tensor on the runtime's device, contents uninitialised.
+  // Unavailable when out of device memory or after Shutdown.
+  Expected<Tensor> Empty(const Dims& sizes, DType dtype);
+  // Wraps device memory that another library owns (e.g. a PyTorch tensor's
+  // data_ptr()) without copying: sizes and strides in elements (strides
+  // empty: dense row-major), the view starting at `address` + storage_offset
+  // elements. `release` runs once when the last view is dropped (it may run
+  // on a thread inside the runtime, with the runtime's lock held: it must
+  // not call the Runtime). InvalidArgument when `address` is not memory of
+  // the runtime's device, or the layout is bad; on error `release` does not
+  // run.
+  Expected<Tensor> Wrap(std::uint64_t address, DType dtype, const Dims& sizes,
+                        const Dims& strides = {}, std::function<void()> release = {},
+                        std::int64_t storage_offset = 0);
+  // Synchronous copies of a contiguous tensor's elements (bytes must equal
+  // tensor.nbytes()), like CopyToDevice / CopyToHost above: not ordered with
+  // tasks (wait for the future of the tasks that write or read it first).
+  // InvalidArgument for a non-contiguous tensor (run `contiguous` first), a
+  // size mismatch or a tensor of another device.
+  Status CopyToDevice(const Tensor& destination, const void* source, std::size_t bytes);
+  Status CopyToHost(void* destination, const Tensor& source, std::size_t bytes);
+  // The arena tensors come from (statistics, tests). Unavailable after Shutdown.
+  Expected<std::shared_ptr<DeviceArena>> TensorArena();
+  // Returns the arena's wholly free blocks to the driver. FailedPrecondition
+  // while the worker runs or submissions are in flight (WaitUntilParked
+  // first). Returns the bytes returned.
+  Expected<std::size_t> TrimTensorMemory();
 
   // Waits for every submission so far.
   Status Synchronize(std::chrono::microseconds timeout = std::chrono::seconds(60));
@@ -151,13 +275,48 @@ class Runtime {
   // frees. Unavailable on timeout.
   Status WaitUntilParked(std::chrono::microseconds timeout = std::chrono::seconds(10));
 
+  // ---- Live updates (docs/live-update.md) ----
+  // Submissions are bound to operator versions when submitted: a graph
+  // submitted before a change runs entirely on the versions it was submitted
+  // against; tasks in flight finish on theirs.
+
+  // Makes `version` of `op` the one new submissions run: an alias flip, live
+  // (the worker keeps running). FailedPrecondition when the image lacks that
+  // version (Update stages one), NotFound for an unknown operator.
+  Status Activate(const std::string& op, const registry::SemVer& version);
+  // Serves `operators` (others stay as they are): alias flips when the
+  // active image holds every current version, else an epoch switch to an
+  // image built in the background (from the build cache where it can) while
+  // this one keeps serving. On failure the active image keeps serving and
+  // the error is returned.
+  Expected<UpdateOutcome> Update(const std::vector<LiveOperator>& operators);
+  // Update from the repository's current operator set (what a publish or a
+  // rollback notification triggers). FailedPrecondition without a repository.
+  Expected<UpdateOutcome> Refresh();
+  std::vector<ActiveOperator> ActiveOperators() const;
+  // The control socket's path; empty when there is none.
+  std::string control_socket_path() const;
+
   RuntimeStats stats() const;
+  // Blocks of the worker grid (may shrink at an epoch switch). Lock-free.
+  unsigned int worker_blocks() const;
+  // The active image. The reference is invalidated by an epoch switch.
   const registry::KernelImage& image() const;
   // Address and size of a `__device__` variable of the loaded image (for
   // diagnostics, e.g. gpuos/device/phase_timing.cuh); NotFound when the image
   // has no such symbol. Read or write it with CopyToHost / CopyToDevice.
   Expected<DeviceBuffer> ImageGlobal(const std::string& symbol) const;
   std::string device_name() const;
+
+  // The task records of the device's trace rings (RuntimeConfig::
+  // trace_capacity), sorted by (block, start). Records of tasks finishing
+  // during the call may be missing; Synchronize first for a complete view.
+  // Errors: FailedPrecondition when tracing is off; Unavailable after
+  // Shutdown; the driver's errors.
+  Expected<std::vector<TraceEvent>> TraceEvents() const;
+  // TraceEvents written as a Chrome trace (gpuos/runtime/chrome_trace.h).
+  // Errors: those of TraceEvents and WriteChromeTrace.
+  Status ExportChromeTrace(const std::string& path) const;
 
   // Waits for outstanding work (up to 10 s), stops and parks the worker,
   // frees everything. Idempotent; later calls fail with Unavailable.

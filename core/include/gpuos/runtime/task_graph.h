@@ -1,7 +1,8 @@
 // A task graph: the unit the runtime submits (docs/runtime.md). Tasks name an
 // operator (resolved to a slot of the runtime's kernel image when added),
-// the tensors it reads and writes (raw device descriptors for now: inputs,
-// then outputs, as the operator declares them), attribute values, and the
+// the tensors it reads and writes (gpuos::Tensor views, or raw device
+// descriptors whose memory the caller keeps alive: inputs, then outputs, as
+// the operator declares them), attribute values, and the
 // tasks it depends on. A graph may be submitted any number of times.
 //
 // Not thread safe; a graph refers to the Runtime that made it, which must
@@ -9,14 +10,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "gpuos/device/abi.h"
 #include "gpuos/dtype.h"
 #include "gpuos/status.h"
+#include "gpuos/storage.h"
+#include "gpuos/tensor.h"
 
 namespace gpuos::runtime {
 
@@ -30,7 +35,8 @@ struct TaskOptions {
   // of the first output.
   long long work_items = 0;
   // Tiles the work is split into across blocks. 0: chosen from the work
-  // (kWorkItemsPerTile elementwise, kSlicesPerTile otherwise), at most
+  // (kWorkItemsPerTile elementwise, at most kElementwiseTilesPerBlock per
+  // worker block; kSlicesPerTile otherwise), at most
   // kMaxTiles.
   std::uint32_t tiles = 0;
   // The second type variable U of operators that have one (cast: dtype is
@@ -39,6 +45,8 @@ struct TaskOptions {
 };
 
 inline constexpr long long kWorkItemsPerTile = 8192;
+// At most this many elementwise tiles per worker block (default tiling).
+inline constexpr long long kElementwiseTilesPerBlock = 4;
 inline constexpr long long kSlicesPerTile = 256;
 inline constexpr std::uint32_t kMaxTiles = 65535;
 
@@ -59,6 +67,16 @@ class TaskGraph {
                        const Attributes& attributes = {}, const std::vector<TaskId>& deps = {},
                        const TaskOptions& options = {});
 
+  // The same with tensors (views of any layout): each is converted with
+  // Tensor::ToDesc, and the graph keeps a reference to every storage it
+  // uses, which Submit passes on to the submission until it is done (so the
+  // tensors may be dropped right after Submit). Errors as above, and
+  // InvalidArgument naming the task and the tensor for an undefined tensor or
+  // one on another device than the runtime's.
+  Expected<TaskId> Add(const std::string& op, DType dtype, const std::vector<Tensor>& tensors,
+                       const Attributes& attributes = {}, const std::vector<TaskId>& deps = {},
+                       const TaskOptions& options = {});
+
   // A task that does nothing (slot 0): a join point, or a measure of
   // dispatch cost. Errors as Add for `deps`.
   Expected<TaskId> AddNoop(const std::vector<TaskId>& deps = {});
@@ -75,6 +93,8 @@ class TaskGraph {
   const std::vector<std::uint32_t>& successors() const;
   // Logical operator id of each task (0 for no-ops), for statistics.
   const std::vector<std::uint32_t>& logical_ops() const { return logical_ops_; }
+  // The storages of the tensors added as Tensors, each once.
+  const std::vector<std::shared_ptr<Storage>>& storages() const { return storages_; }
 
  private:
   Expected<TaskId> Append(device::TaskDesc task, std::uint32_t logical,
@@ -85,6 +105,8 @@ class TaskGraph {
   mutable std::vector<device::TaskDesc> tasks_;  // successor fields set by successors()
   std::vector<device::TensorDesc> tensors_;
   std::vector<std::uint32_t> logical_ops_;
+  std::vector<std::shared_ptr<Storage>> storages_;
+  std::unordered_set<const Storage*> kept_alive_;  // storages_, for finding one fast
   std::vector<std::vector<TaskId>> successor_lists_;
   mutable std::vector<std::uint32_t> successors_;  // flattened on demand
   mutable bool flattened_ = false;

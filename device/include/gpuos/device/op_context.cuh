@@ -103,8 +103,10 @@ class OpContext {
   __device__ double scalar_f64(int k) const { return call_->task->scalars[k].f64; }
   __device__ long long scalar_i64(int k) const { return call_->task->scalars[k].i64; }
 
-  // Reports kWorkerOperatorFailed with `code` to the host (first error wins).
-  // The operator should return afterwards.
+  // Reports kWorkerOperatorFailed with `code` to the host: the Future of the
+  // task's submission fails, naming the task (the first error of a
+  // submission wins; other submissions are unaffected). The operator should
+  // return afterwards.
   __device__ void fail(unsigned int code) const {
     ReportError(*call_, kWorkerOperatorFailed, code);
   }

@@ -8,9 +8,11 @@
 //     ::stop, the Submission ring and the staging arenas (tasks, tensors,
 //     successors) a submission's graph is written into;
 //   mapped pinned host memory, written by the device: QueueControl's device
-//     half and the per-slot completion words (`done`);
+//     half, the per-slot completion words (`done`) and error records
+//     (SubmissionError);
 //   device memory: the arenas' mirrors (the worker copies a submission in
-//     when it claims it), per-task NodeState, the ready ring, QueueDeviceState.
+//     when it claims it), per-task NodeState, the ready ring, QueueDeviceState,
+//     per-slot WorkerStatus, per-block BlockActivity and trace rings.
 #pragma once
 
 #include "gpuos/device/abi.h"
@@ -33,7 +35,17 @@ struct alignas(16) Submission {
   unsigned int tensor_count;
   unsigned int successor_begin;  // tasks' successor_begin is absolute already
   unsigned int successor_count;
+  // Ordering after another CUDA stream (SubmitOptions::wait_for): the device
+  // address of a 64-bit word that stream writes (cuStreamWriteValue64), or 0
+  // for none. The submission's tasks start only once the word is "open":
+  // (long long)(*gate - gate_value) >= 0, the cyclic >= of cuStreamWaitValue64.
+  unsigned long long gate;
+  unsigned long long gate_value;
 };
+
+// The task index a gate-retry entry of the ready ring carries (EncodeReady):
+// "admit the submission in this slot once its gate is open".
+constexpr unsigned int kGateRetryTask = 0xfffffffeu;
 
 // The control block in mapped pinned host memory. The two halves sit on
 // separate 64-byte lines so host and device writes do not share one.
@@ -46,7 +58,7 @@ struct alignas(64) QueueControl {
   // Device -> host.
   unsigned long long parked_generation;  // generation of the last grid that parked
   unsigned long long completed_tasks;    // tiles finished, mirrored at completions and parks
-  WorkerStatus status;                   // first error, mirrored at completions
+  WorkerStatus status;                   // unused since ABI 4: errors are per submission
   unsigned long long sm_clock_khz;       // SM clock of the last block to park (diagnostics)
   unsigned long long reserved2[2];
 };
@@ -74,7 +86,9 @@ struct alignas(128) QueueDeviceState {
   unsigned int alive;                // blocks running
   unsigned int in_flight;            // submissions claimed and not finished
   unsigned long long pad2[13];
-  WorkerStatus status;  // first error (device copy); `completed` is flushed by idle blocks
+  // `completed` is flushed by idle blocks; the error fields are unused since
+  // ABI 4 (errors are per submission: QueueParams::slot_status).
+  WorkerStatus status;
   // Copies of the host's submit_tail and stop kept by the pollers, so that
   // the other blocks never read host memory (PCIe) while idle.
   unsigned long long host_tail_seen;
@@ -82,6 +96,50 @@ struct alignas(128) QueueDeviceState {
   unsigned int reserved3;
   unsigned long long pad3[12];
 };
+
+// Per submission ring slot, mapped host memory: the first error of the
+// submission that last completed in that slot with an error. Written by the
+// device at the completion (before `done[slot]`); the host never clears it
+// and trusts it only where `sequence` is the submission it asks about.
+struct alignas(16) SubmissionError {
+  unsigned long long sequence;  // the submission this record belongs to
+  unsigned long long reserved;
+  WorkerStatus status;  // error, task_id, detail (`completed` unused)
+};
+
+// Per worker block, device memory: the task the block runs now, for the
+// host's watchdog (read with a copy on the copy stream). Thread 0 writes it
+// with one 16-byte store when a task (tile) starts and clears it when the
+// block has nothing left to run. The host measures how long the same record
+// stays (it cannot read the device clock), so `stamp` only has to tell two
+// runs of one task apart: a count, no clock read on the chain path.
+struct alignas(16) BlockActivity {
+  unsigned int task_id;      // TaskDesc::task_id
+  unsigned int op;           // TraceOperator() of the task
+  unsigned long long stamp;  // tasks the block started in this launch; 0 = idle
+};
+
+// One finished task (tile) in a block's trace ring (device memory; only
+// when QueueParams::trace is set). Block b's ring is
+// trace[b * trace_per_block, ...), record i at i % trace_per_block;
+// trace_counts[b] counts the records b ever wrote.
+struct alignas(16) TraceRecord {
+  unsigned long long start_ns;  // %globaltimer when the task started
+  unsigned int duration_ns;     // saturates at 0xffffffff (4.29 s)
+  unsigned int task_id;         // TaskDesc::task_id
+  unsigned int sequence;        // low 32 bits of the submission's sequence
+  unsigned int op;              // TraceOperator() of the task
+  unsigned short tile;          // tile index
+  unsigned short num_tiles;     // tiles of the task (1 when untiled)
+  unsigned int generation;      // low 32 bits of the grid's launch generation
+};
+
+// What BlockActivity::op and TraceRecord::op hold: the logical operator id
+// when the task has one, else its slot with the top bit set (0 = no-op).
+constexpr unsigned int kTraceSlotBit = 0x80000000u;
+GPUOS_HOST_DEVICE inline unsigned int TraceOperator(unsigned int logical_op, unsigned int opcode) {
+  return logical_op != 0 ? logical_op : (opcode == 0 ? 0u : (opcode | kTraceSlotBit));
+}
 
 // The single parameter of `gpuos_queue_worker` (by value).
 struct alignas(16) QueueParams {
@@ -101,20 +159,33 @@ struct alignas(16) QueueParams {
   unsigned long long sequences;     // unsigned long long[submission_capacity]
   unsigned long long idle_park_ns;  // park after this long without work
   unsigned long long generation;    // this launch's number (1, 2, ...)
+  // Errors and diagnostics (docs/runtime.md, "Errors", "Watchdog", "Chrome trace").
+  unsigned long long slot_status;   // WorkerStatus[submission_capacity] (device): first error
+  unsigned long long slot_errors;   // SubmissionError[submission_capacity] (mapped)
+  unsigned long long activity;      // BlockActivity[diagnostic_blocks]
+  unsigned long long trace;         // TraceRecord[diagnostic_blocks * trace_per_block]; 0 = off
+  unsigned long long trace_counts;  // unsigned long long[diagnostic_blocks]
   unsigned int task_capacity;
   unsigned int tensor_capacity;
   unsigned int successor_capacity;
   unsigned int submission_capacity;
   unsigned int ready_capacity;
   unsigned int pollers;  // blocks [0, pollers) poll the host ring at full rate
+  unsigned int
+      diagnostic_blocks;         // entries of activity / trace_counts (blocks >= it record nothing)
+  unsigned int trace_per_block;  // records per block's trace ring
   unsigned int reserved[2];
 };
 
-static_assert(sizeof(Submission) == 32, "Submission layout changed: bump the ABI version");
+static_assert(sizeof(Submission) == 48, "Submission layout changed: bump the ABI version");
 static_assert(sizeof(QueueControl) == 128, "QueueControl layout changed: bump the ABI version");
 static_assert(sizeof(NodeState) == 16, "NodeState layout changed");
 static_assert(sizeof(QueueDeviceState) == 512, "QueueDeviceState layout changed");
-static_assert(sizeof(QueueParams) == 160, "QueueParams layout changed: bump the ABI version");
+static_assert(sizeof(QueueParams) == 208, "QueueParams layout changed: bump the ABI version");
+static_assert(sizeof(SubmissionError) == 32,
+              "SubmissionError layout changed: bump the ABI version");
+static_assert(sizeof(BlockActivity) == 16, "BlockActivity layout changed");
+static_assert(sizeof(TraceRecord) == 32, "TraceRecord layout changed");
 
 }  // namespace device
 }  // namespace gpuos

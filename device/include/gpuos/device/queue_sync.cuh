@@ -57,6 +57,11 @@ struct Queue {
   QueueDeviceState* state;
   unsigned int* remaining;
   unsigned long long* sequences;
+  WorkerStatus* slot_status;
+  SubmissionError* slot_errors;
+  BlockActivity* activity;
+  TraceRecord* trace;  // null: tracing off
+  unsigned long long* trace_counts;
   unsigned long long idle_park_ns;
   unsigned long long generation;
   unsigned int task_capacity;
@@ -64,6 +69,8 @@ struct Queue {
   unsigned int successor_capacity;
   unsigned int submission_capacity;
   unsigned int ready_capacity;
+  unsigned int diagnostic_blocks;
+  unsigned int trace_per_block;
 };
 
 __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
@@ -82,6 +89,11 @@ __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
   q.state = reinterpret_cast<QueueDeviceState*>(p.state);
   q.remaining = reinterpret_cast<unsigned int*>(p.remaining);
   q.sequences = reinterpret_cast<unsigned long long*>(p.sequences);
+  q.slot_status = reinterpret_cast<WorkerStatus*>(p.slot_status);
+  q.slot_errors = reinterpret_cast<SubmissionError*>(p.slot_errors);
+  q.activity = reinterpret_cast<BlockActivity*>(p.activity);
+  q.trace = reinterpret_cast<TraceRecord*>(p.trace);
+  q.trace_counts = reinterpret_cast<unsigned long long*>(p.trace_counts);
   q.idle_park_ns = p.idle_park_ns;
   q.generation = p.generation;
   q.task_capacity = p.task_capacity;
@@ -89,6 +101,8 @@ __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
   q.successor_capacity = p.successor_capacity;
   q.submission_capacity = p.submission_capacity;
   q.ready_capacity = p.ready_capacity;
+  q.diagnostic_blocks = p.diagnostic_blocks;
+  q.trace_per_block = p.trace_per_block;
   return q;
 }
 
@@ -172,19 +186,36 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q)
   return head;
 }
 
-// One thread: mirrors an error into mapped memory, then publishes the
-// completion of ring slot `slot` to the host.
+// One thread: whether `sub` may start: it has no gate, or the stream it waits
+// for (SubmitOptions::wait_for) has written its gate word. The acquire makes
+// what that stream's work wrote before the write visible to this thread (the
+// stream write fences like __threadfence_system).
+__device__ __forceinline__ bool GateOpen(const Submission& sub) {
+  if (sub.gate == 0) return true;
+  const unsigned long long value =
+      LoadAcquireSys(reinterpret_cast<const unsigned long long*>(sub.gate));
+  return static_cast<long long>(value - sub.gate_value) >= 0;
+}
+
+// One thread, once every task of the submission in ring slot `slot` is
+// done: mirrors the submission's error record (if any) into mapped memory,
+// clears it for the slot's next submission, then publishes the completion.
 __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot) {
-  QueueControl* c = q.control;
-  const QueueDeviceState* s = q.state;
   const unsigned long long sequence = Volatile(q.sequences + slot);
-  const unsigned int error = Volatile(&s->status.error);
-  if (error != 0) {
-    StoreVolatile(&c->status.task_id, Volatile(&s->status.task_id));
-    StoreVolatile(&c->status.detail, Volatile(&s->status.detail));
-    StoreVolatile(&c->status.error, error);
-  }
+  // Releases the tasks' results and acquires the other blocks' error
+  // reports (each fenced before the count that made this one the last).
   __threadfence_system();
+  WorkerStatus* record = q.slot_status + slot;
+  const unsigned int error = Volatile(&record->error);
+  if (error != 0) {
+    SubmissionError* out = q.slot_errors + slot;
+    StoreVolatile(&out->status.task_id, Volatile(&record->task_id));
+    StoreVolatile(&out->status.detail, Volatile(&record->detail));
+    StoreVolatile(&out->status.error, error);
+    StoreVolatile(&out->sequence, sequence);
+    StoreVolatile(&record->error, 0u);
+    __threadfence_system();  // the record before the completion
+  }
   StoreVolatile(q.done + slot, sequence);
   atomicSub(&q.state->in_flight, 1u);
 }
@@ -209,6 +240,65 @@ struct Completions {
     __threadfence();  // the tasks' results before their completion
     if (atomicSub(q.remaining + slot, count) == count) CompleteSubmission(q, slot);
     count = 0;
+  }
+};
+
+// Thread 0 of a block: the block's part of the diagnostics. The watchdog's
+// BlockActivity costs one 16-byte store per task; the trace, when on, one
+// 32-byte record and its count per task (when off, one branch).
+struct BlockRecorder {
+  unsigned long long trace_count = 0;  // records this block wrote, all launches
+  unsigned long long started = 0;      // tasks started in this launch
+  unsigned long long start_ns = 0;     // of the running task, when tracing
+  unsigned int tile = 0;               // the running task's tile index
+  unsigned int sequence = 0;           // low bits of the running chain's submission
+
+  // At the start of the kernel.
+  __device__ void Begin(const Queue& q) {
+    if (q.trace != nullptr && blockIdx.x < q.diagnostic_blocks) {
+      trace_count = Volatile(q.trace_counts + blockIdx.x);
+    }
+  }
+  // When a chain of submission slot `slot` starts (only the trace needs it).
+  __device__ void StartChain(const Queue& q, unsigned int slot) {
+    if (q.trace != nullptr) sequence = static_cast<unsigned int>(Volatile(q.sequences + slot));
+  }
+  // When the block starts tile `tile_index` of `task`.
+  __device__ void Start(const Queue& q, const TaskDesc& task, unsigned int tile_index) {
+    tile = tile_index;
+    if (q.trace != nullptr) start_ns = GlobalTimerNs();
+    if (blockIdx.x >= q.diagnostic_blocks) return;
+    BlockActivity a;
+    a.task_id = task.task_id;
+    a.op = TraceOperator(task.logical_op, task.opcode);
+    a.stamp = ++started;
+    __stcg(reinterpret_cast<int4*>(q.activity + blockIdx.x), *reinterpret_cast<const int4*>(&a));
+  }
+  // When the started tile's operator has returned in every thread.
+  __device__ void Finish(const Queue& q, const TaskDesc& task) {
+    if (q.trace == nullptr || blockIdx.x >= q.diagnostic_blocks) return;
+    const unsigned long long elapsed = GlobalTimerNs() - start_ns;
+    TraceRecord r;
+    r.start_ns = start_ns;
+    r.duration_ns = elapsed > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(elapsed);
+    r.task_id = task.task_id;
+    r.sequence = sequence;
+    r.op = TraceOperator(task.logical_op, task.opcode);
+    r.tile = static_cast<unsigned short>(tile);
+    r.num_tiles = static_cast<unsigned short>(task.num_tiles == 0 ? 1u : task.num_tiles);
+    r.generation = static_cast<unsigned int>(q.generation);
+    int4* at = reinterpret_cast<int4*>(
+        q.trace + static_cast<unsigned long long>(blockIdx.x) * q.trace_per_block +
+        trace_count % q.trace_per_block);
+    __stcg(at, reinterpret_cast<const int4*>(&r)[0]);
+    __stcg(at + 1, reinterpret_cast<const int4*>(&r)[1]);
+    StoreVolatile(q.trace_counts + blockIdx.x, ++trace_count);
+  }
+  // When the block has nothing left to run.
+  __device__ void Idle(const Queue& q) {
+    if (blockIdx.x < q.diagnostic_blocks) {
+      __stcg(reinterpret_cast<int4*>(q.activity + blockIdx.x), make_int4(0, 0, 0, 0));
+    }
   }
 };
 

@@ -1,0 +1,244 @@
+// Live updates (docs/live-update.md): alias flips and epoch switches.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+#include "gpuos/registry/repository.h"
+#include "runtime_impl.h"
+#include "update_plan.h"
+
+namespace gpuos::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+template <typename T>
+void StoreRelease(T* p, T value) {
+  std::atomic_ref<T>(*p).store(value, std::memory_order_release);
+}
+
+std::vector<std::pair<std::string, std::string>> VersionPairs(
+    const std::vector<std::pair<std::string, registry::SemVer>>& versions) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& [name, version] : versions) pairs.emplace_back(name, version.ToString());
+  return pairs;
+}
+
+}  // namespace
+
+Status RuntimeImpl::WriteAliasTable() {
+  const std::vector<unsigned int> aliases = table_.AliasTable();
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kAliasTableSymbol),
+           "cuModuleGetGlobal(gpuos_alias_table)"));
+  // A copy on the copy stream runs next to the worker (the legacy stream
+  // would wait for it).
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
+                                      std::min(bytes, aliases.size() * sizeof(unsigned int)),
+                                      copy_stream_),
+           "writing the alias table"));
+  return Cuda(driver_->cuStreamSynchronize(copy_stream_), "writing the alias table");
+}
+
+Status RuntimeImpl::Activate(const std::string& op, const registry::SemVer& version) {
+  std::lock_guard<std::mutex> update(update_mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> table_lock(table_mutex_);
+    GPUOS_ASSIGN_OR_RETURN(changed, table_.Activate(op, version));
+  }
+  if (!changed) return Status::Ok();
+  ++stats_.alias_flips;
+  return WriteAliasTable();
+}
+
+Expected<UpdateOutcome> RuntimeImpl::Update(const std::vector<LiveOperator>& operators) {
+  std::lock_guard<std::mutex> update(update_mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  UpdatePlan plan;
+  std::map<std::string, registry::SemVer> active;
+  std::vector<registry::OperatorSpec> kept;
+  {
+    std::lock_guard<std::mutex> table_lock(table_mutex_);
+    plan = PlanUpdate(table_, operators);
+    active = table_.ActiveVersions();
+    kept = *spec_sets_.back();
+  }
+  UpdateOutcome outcome;
+  outcome.action = UpdateActionName(plan.action);
+  outcome.activated = VersionPairs(plan.activate);
+  outcome.reasons = plan.reasons;
+  if (plan.action == UpdateAction::kAliasFlip) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    GPUOS_RETURN_IF_ERROR(MakeCurrent());
+    {
+      std::lock_guard<std::mutex> table_lock(table_mutex_);
+      OperatorTable next = table_;
+      for (const auto& [name, version] : plan.activate) {
+        GPUOS_RETURN_IF_ERROR(next.Activate(name, version).status());
+      }
+      table_ = std::move(next);
+    }
+    ++stats_.alias_flips;
+    GPUOS_RETURN_IF_ERROR(WriteAliasTable());
+  } else if (plan.action == UpdateAction::kEpochSwitch) {
+    for (const auto& [name, version] : plan.activate) active[name] = version;
+    std::vector<registry::OperatorSpec> specs = StagedSpecs(operators, kept);
+    GPUOS_ASSIGN_OR_RETURN(
+        EpochSwitchTiming timing,
+        RunEpochSwitch(
+            *this, [&] { return BuildStaged(std::move(specs), std::move(active)); },
+            quiesce_timeout_));
+    outcome.stage_ms = timing.stage_ms;
+    outcome.gap_us = timing.gap_us;
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.last_epoch_gap_us = timing.gap_us;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  outcome.image_key = image_.key;
+  return outcome;
+}
+
+Expected<UpdateOutcome> RuntimeImpl::Refresh() {
+  if (repository_path_.empty()) {
+    return FailedPrecondition(
+        "this runtime was opened without a repository (RuntimeConfig::repository_path); use "
+        "Update() with the operators to serve");
+  }
+  registry::RepositoryOptions options;
+  options.path = repository_path_;
+  GPUOS_ASSIGN_OR_RETURN(auto repository, registry::Repository::Open(options));
+  GPUOS_ASSIGN_OR_RETURN(auto set, repository->CurrentOperatorSet());
+  std::vector<LiveOperator> operators;
+  for (auto& op : set) {
+    LiveOperator live;
+    live.current = std::move(op.current);
+    live.previous = std::move(op.previous);
+    operators.push_back(std::move(live));
+  }
+  repository.reset();  // the staged build opens its own
+  return Update(operators);
+}
+
+std::vector<ActiveOperator> RuntimeImpl::ActiveOperators() const {
+  std::lock_guard<std::mutex> table_lock(table_mutex_);
+  std::vector<ActiveOperator> result;
+  for (const auto& [name, version] : table_.ActiveVersions()) {
+    ActiveOperator op;
+    op.name = name;
+    op.version = version;
+    op.in_image = table_.VersionsInImage(name);
+    result.push_back(std::move(op));
+  }
+  return result;
+}
+
+// ---- EpochDevice ----
+
+Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
+  quiesce_lock_ = std::unique_lock<std::mutex>(mutex_);  // stops admitting: Submit waits
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (Reclaim(); !in_flight_.empty(); Reclaim()) {
+    if (Clock::now() > deadline) {
+      return Unavailable(std::to_string(in_flight_.size()) +
+                         " submissions were still running after " +
+                         std::to_string(timeout.count()) + " us");
+    }
+    std::this_thread::yield();
+  }
+  if (generation_ == 0 || GridIdle()) return Status::Ok();
+  // Nothing is in flight: ask the idle blocks to exit now rather than after
+  // idle_park.
+  StoreRelease(&control_->stop, 1u);
+  CUresult result = CUDA_ERROR_NOT_READY;
+  while ((result = driver_->cuStreamQuery(stream_)) == CUDA_ERROR_NOT_READY &&
+         Clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  StoreRelease(&control_->stop, 0u);
+  // The pollers copied `stop` into the device state; clear that copy too, or
+  // the next grid would exit at once.
+  static const unsigned int kZero = 0;
+  const CUdeviceptr stop_seen = params_.state + offsetof(device::QueueDeviceState, stop_seen);
+  GPUOS_RETURN_IF_ERROR(Cuda(
+      driver_->cuMemcpyHtoDAsync(stop_seen, &kZero, sizeof(kZero), copy_stream_), "stop_seen"));
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_), "stop_seen"));
+  if (result == CUDA_ERROR_NOT_READY) {
+    return Unavailable("the worker did not park within " + std::to_string(timeout.count()) + " us");
+  }
+  GPUOS_RETURN_IF_ERROR(Cuda(result, "the worker"));
+  RunDeferredFrees();
+  return Status::Ok();
+}
+
+Status RuntimeImpl::Load(const StagedImage& staged) {
+  auto pending = std::make_unique<Pending>();
+  pending->specs = std::make_unique<std::vector<registry::OperatorSpec>>(staged.specs);
+  std::vector<const registry::OperatorSpec*> pointers;
+  for (const auto& spec : *pending->specs) pointers.push_back(&spec);
+  {
+    std::lock_guard<std::mutex> table_lock(table_mutex_);
+    pending->table = table_;
+  }
+  GPUOS_RETURN_IF_ERROR(pending->table.Load(staged.image, pointers, staged.active));
+  GPUOS_RETURN_IF_ERROR(
+      LoadModule(staged.image, pending->table.AliasTable(), &pending->module, &pending->worker));
+  int per_sm = 0;
+  const Status occupancy = Cuda(driver_->cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                    &per_sm, pending->worker, device::kWorkerThreads, 0),
+                                "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (!occupancy.ok() || per_sm < 1) {
+    (void)driver_->cuModuleUnload(pending->module);
+    return occupancy.ok() ? FailedPrecondition("the staged worker does not fit on an SM")
+                          : occupancy;
+  }
+  pending->blocks = std::min(blocks_, static_cast<unsigned int>(per_sm) * multiprocessors_);
+  pending_ = std::move(pending);
+  return Status::Ok();
+}
+
+void RuntimeImpl::Commit(StagedImage staged) {
+  (void)driver_->cuModuleUnload(module_);  // nothing runs: the worker is parked
+  module_ = pending_->module;
+  queue_worker_ = pending_->worker;
+  blocks_ = pending_->blocks;
+  blocks_hint_ = blocks_;
+  params_.pollers = std::min(params_.pollers, blocks_);
+  stats_.worker_blocks = blocks_;
+  image_ = std::move(staged.image);
+  spec_sets_.push_back(std::move(pending_->specs));
+  {
+    std::lock_guard<std::mutex> table_lock(table_mutex_);
+    table_ = std::move(pending_->table);
+  }
+  pending_.reset();
+  ++stats_.epoch_switches;
+}
+
+void RuntimeImpl::Resume() {
+  if (quiesce_lock_.owns_lock()) quiesce_lock_.unlock();
+}
+
+// ---- Runtime: forwarding ----
+
+Status Runtime::Activate(const std::string& op, const registry::SemVer& version) {
+  return impl_->Activate(op, version);
+}
+Expected<UpdateOutcome> Runtime::Update(const std::vector<LiveOperator>& operators) {
+  return impl_->Update(operators);
+}
+Expected<UpdateOutcome> Runtime::Refresh() { return impl_->Refresh(); }
+std::vector<ActiveOperator> Runtime::ActiveOperators() const { return impl_->ActiveOperators(); }
+std::string Runtime::control_socket_path() const { return impl_->control_socket_path(); }
+
+}  // namespace gpuos::runtime

@@ -1,0 +1,150 @@
+// The C API (gpuos_torch_bridge.h) over bridge_runtime.h. Every entry point
+// catches everything: nothing may unwind into the Python extension.
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "bridge_program.h"
+#include "bridge_runtime.h"
+#include "gpuos_torch_bridge.h"
+
+struct GpuosTorchRuntime {
+  std::unique_ptr<gpuos::runtime::Runtime> runtime;
+};
+
+struct GpuosTorchProgram {
+  std::unique_ptr<gpuos::torch_bridge::Program> program;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+int Report(const gpuos::Status& status) {
+  if (status.ok()) {
+    last_error.clear();
+    return 0;
+  }
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+template <typename Body>
+int Guarded(const char* what, Body&& body) {
+  try {
+    return Report(body());
+  } catch (const std::exception& e) {
+    return Report(gpuos::Internal(std::string(what) + ": unexpected exception: " + e.what()));
+  } catch (...) {
+    return Report(gpuos::Internal(std::string(what) + ": unexpected exception"));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* gpuos_torch_last_error(void) { return last_error.c_str(); }
+
+int gpuos_torch_runtime_open(int device, const char* repository_path, int use_repository,
+                             const char* cache_path, GpuosTorchRuntime** out) {
+  return Guarded("gpuos_torch_runtime_open", [&]() -> gpuos::Status {
+    if (out == nullptr) return gpuos::InvalidArgument("gpuos_torch_runtime_open: out is NULL");
+    *out = nullptr;
+    gpuos::torch_bridge::OpenOptions options;
+    options.device = device;
+    if (use_repository != 0) {
+      if (repository_path == nullptr || *repository_path == '\0') {
+        return gpuos::InvalidArgument("a repository was asked for but no path was given");
+      }
+      options.repository_path = repository_path;
+    }
+    if (cache_path != nullptr) options.cache_path = cache_path;
+    GPUOS_ASSIGN_OR_RETURN(auto runtime, gpuos::torch_bridge::OpenRuntime(options));
+    *out = new GpuosTorchRuntime{std::move(runtime)};
+    return gpuos::Status::Ok();
+  });
+}
+
+void gpuos_torch_runtime_close(GpuosTorchRuntime* runtime) {
+  if (runtime == nullptr) return;
+  try {
+    (void)runtime->runtime->Shutdown();
+  } catch (...) {
+  }
+  delete runtime;
+}
+
+char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
+  char* text = nullptr;
+  Guarded("gpuos_torch_runtime_stats_json", [&]() -> gpuos::Status {
+    if (runtime == nullptr) return gpuos::InvalidArgument("runtime is NULL");
+    const gpuos::runtime::RuntimeStats s = runtime->runtime->stats();
+    nlohmann::json doc = {{"submissions", s.submissions},
+                          {"tasks_submitted", s.tasks_submitted},
+                          {"tiles_completed", s.tiles_completed},
+                          {"launches", s.launches},
+                          {"relaunches", s.relaunches},
+                          {"parks", s.parks},
+                          {"backpressure_waits", s.backpressure_waits},
+                          {"max_queue_depth", s.max_queue_depth},
+                          {"worker_blocks", s.worker_blocks},
+                          {"tasks_per_operator", s.tasks_per_operator},
+                          {"device_name", runtime->runtime->device_name()}};
+    const std::string dumped = doc.dump();
+    text = static_cast<char*>(std::malloc(dumped.size() + 1));
+    if (text == nullptr) return gpuos::Internal("out of memory");
+    std::memcpy(text, dumped.c_str(), dumped.size() + 1);
+    return gpuos::Status::Ok();
+  });
+  return text;
+}
+
+void gpuos_torch_free_string(char* text) { std::free(text); }
+
+int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_json,
+                               GpuosTorchProgram** out) {
+  return Guarded("gpuos_torch_program_create", [&]() -> gpuos::Status {
+    if (runtime == nullptr || program_json == nullptr || out == nullptr) {
+      return gpuos::InvalidArgument("gpuos_torch_program_create: NULL argument");
+    }
+    *out = nullptr;
+    GPUOS_ASSIGN_OR_RETURN(const auto spec, gpuos::torch_bridge::ParseProgramSpec(program_json));
+    GPUOS_ASSIGN_OR_RETURN(auto program,
+                           gpuos::torch_bridge::Program::Create(*runtime->runtime, spec));
+    *out = new GpuosTorchProgram{std::move(program)};
+    return gpuos::Status::Ok();
+  });
+}
+
+int gpuos_torch_program_check(const char* program_json) {
+  return Guarded("gpuos_torch_program_check", [&]() -> gpuos::Status {
+    if (program_json == nullptr) return gpuos::InvalidArgument("program_json is NULL");
+    return gpuos::torch_bridge::ParseProgramSpec(program_json).status();
+  });
+}
+
+int gpuos_torch_program_run(GpuosTorchProgram* program, const unsigned long long* addresses,
+                            unsigned int num_buffers, long long timeout_us) {
+  return Guarded("gpuos_torch_program_run", [&]() -> gpuos::Status {
+    if (program == nullptr || (addresses == nullptr && num_buffers > 0)) {
+      return gpuos::InvalidArgument("gpuos_torch_program_run: NULL argument");
+    }
+    return program->program->Run(addresses, num_buffers, std::chrono::microseconds(timeout_us));
+  });
+}
+
+unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program) {
+  return program == nullptr ? 0 : program->program->num_tasks();
+}
+
+unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program) {
+  return program == nullptr ? 0 : program->program->num_buffers();
+}
+
+void gpuos_torch_program_destroy(GpuosTorchProgram* program) { delete program; }
+
+}  // extern "C"

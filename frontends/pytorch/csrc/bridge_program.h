@@ -1,0 +1,66 @@
+// Program descriptions of the PyTorch frontend (docs/pytorch.md, "Program
+// format"): parsing the JSON made by gpuos/_lowering.py, and the placeholder
+// addresses that let a task graph be built once and rebound per run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuos/device/abi.h"
+#include "gpuos/dtype.h"
+#include "gpuos/runtime/task_graph.h"
+#include "gpuos/status.h"
+
+namespace gpuos::torch_bridge {
+
+// A strided view of one buffer: element `offset` of the buffer is the view's
+// element (0, ..., 0). Sizes and strides in elements.
+struct ViewSpec {
+  std::uint32_t buffer = 0;
+  long long offset = 0;
+  DType dtype = DType::kF32;
+  std::vector<long long> sizes;
+  std::vector<long long> strides;
+};
+
+struct TaskSpec {
+  std::string op;
+  DType dtype = DType::kF32;
+  std::optional<DType> out_dtype;
+  std::vector<ViewSpec> tensors;  // inputs, then outputs
+  runtime::Attributes attributes;
+  std::vector<std::uint32_t> deps;  // earlier tasks
+};
+
+struct ProgramSpec {
+  std::uint32_t num_buffers = 0;
+  std::vector<TaskSpec> tasks;
+};
+
+// Parses and checks a program: buffer indices below num_buffers, ranks up to
+// device::kMaxRank, sizes >= 0, dependencies on earlier tasks only, known
+// dtype names. Errors: InvalidArgument naming the task, tensor and field.
+Expected<ProgramSpec> ParseProgramSpec(std::string_view json);
+
+// Addresses written into a task graph before the buffers are known. Each
+// encodes (buffer, byte offset); the graph interns equal descriptors, so
+// distinct views stay distinct and identical ones share one entry.
+// REQUIRES: buffer < kMaxPlaceholderBuffers, |byte_offset| < 2^39.
+inline constexpr std::uint32_t kMaxPlaceholderBuffers = 1u << 23;
+unsigned long long PlaceholderAddress(std::uint32_t buffer, long long byte_offset);
+struct Binding {
+  std::uint32_t tensor_index = 0;  // in TaskGraph::tensors()
+  std::uint32_t buffer = 0;
+  long long byte_offset = 0;
+};
+// Decodes what PlaceholderAddress wrote. InvalidArgument for other values.
+Expected<Binding> DecodePlaceholder(std::uint32_t tensor_index, unsigned long long address);
+
+// The descriptor of `view` at its placeholder address. InvalidArgument when
+// the view does not fit the descriptor (rank, element count overflow).
+Expected<device::TensorDesc> PlaceholderDesc(const ViewSpec& view);
+
+}  // namespace gpuos::torch_bridge

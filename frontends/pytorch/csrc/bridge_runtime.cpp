@@ -1,0 +1,82 @@
+#include "bridge_runtime.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "gpuos/embedded_sets.h"
+#include "gpuos/environment.h"
+#include "gpuos/registry/pack_loader.h"
+
+namespace gpuos::torch_bridge {
+
+std::string DefaultCachePath() { return DefaultDataDirectory() + "/pytorch-build-cache.db"; }
+
+Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options) {
+  runtime::RuntimeConfig config;
+  config.device = options.device;
+  if (!options.repository_path.empty()) {
+    config.repository_path = options.repository_path;
+    return runtime::Runtime::Open(config);
+  }
+  for (const auto& file : builtin_packs::EmbeddedFiles()) {
+    GPUOS_ASSIGN_OR_RETURN(auto pack,
+                           registry::ParsePack(file.contents, "builtin:" + std::string(file.name)));
+    for (auto& spec : pack.operators) config.operators.push_back(std::move(spec));
+  }
+  config.repository_path = options.cache_path.empty() ? DefaultCachePath() : options.cache_path;
+  std::error_code error;
+  const auto directory = std::filesystem::path(config.repository_path).parent_path();
+  if (!directory.empty()) std::filesystem::create_directories(directory, error);
+  if (error) {
+    return IoError("cannot create the build cache's directory " + directory.string() + ": " +
+                   error.message() + " (set GPUOS_TORCH_CACHE to a writable path)");
+  }
+  return runtime::Runtime::Open(config);
+}
+
+Expected<std::unique_ptr<Program>> Program::Create(runtime::Runtime& runtime,
+                                                   const ProgramSpec& spec) {
+  std::unique_ptr<Program> program(new Program(runtime, spec.num_buffers));
+  for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
+    const TaskSpec& task = spec.tasks[i];
+    std::vector<device::TensorDesc> descs;
+    for (const ViewSpec& view : task.tensors) {
+      GPUOS_ASSIGN_OR_RETURN(auto desc, PlaceholderDesc(view));
+      descs.push_back(desc);
+    }
+    runtime::TaskOptions options;
+    options.out_dtype = task.out_dtype;
+    auto id = program->graph_.Add(task.op, task.dtype, descs, task.attributes, task.deps, options);
+    if (!id.ok()) return id.status().WithContext("program task " + std::to_string(i));
+    if (*id != i) return Internal("task ids of the program and its graph differ");
+  }
+  const auto& tensors = program->graph_.tensors();
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    GPUOS_ASSIGN_OR_RETURN(auto binding,
+                           DecodePlaceholder(static_cast<std::uint32_t>(k), tensors[k].data));
+    program->bindings_.push_back(binding);
+  }
+  (void)program->graph_.successors();  // flatten once, not on the first run
+  return program;
+}
+
+Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffers,
+                    std::chrono::microseconds timeout) {
+  if (num_buffers != num_buffers_) {
+    return InvalidArgument("the program has " + std::to_string(num_buffers_) + " buffers; got " +
+                           std::to_string(num_buffers) + " addresses");
+  }
+  // TaskGraph has no call to rebind addresses yet; the vector is a member of
+  // our own non-const graph, so writing through the const reference is
+  // well-defined. Submit copies the descriptors, so the next run may rewrite
+  // them as soon as Submit returns.
+  auto& tensors = const_cast<std::vector<device::TensorDesc>&>(graph_.tensors());
+  for (const Binding& binding : bindings_) {
+    tensors[binding.tensor_index].data =
+        addresses[binding.buffer] + static_cast<unsigned long long>(binding.byte_offset);
+  }
+  GPUOS_ASSIGN_OR_RETURN(const runtime::Future done, runtime_->Submit(graph_));
+  return done.Wait(timeout);
+}
+
+}  // namespace gpuos::torch_bridge

@@ -1,0 +1,250 @@
+// gpuos._C: the per-call path of the PyTorch frontend (docs/pytorch.md).
+// A Program holds a task graph built once in libgpuos_torch_bridge; each call
+// checks the guards, binds the inputs' and parameters' data pointers, takes
+// intermediates and outputs from PyTorch's caching allocator, and submits the
+// graph once. Built by torch.utils.cpp_extension against the installed torch.
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/extension.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpuos_torch_bridge.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// StatusCode names of gpuos/status.h, in its order.
+const char* CodeName(int code) {
+  static const char* const kNames[] = {"ok",
+                                       "invalid_argument",
+                                       "not_found",
+                                       "already_exists",
+                                       "failed_precondition",
+                                       "compile_error",
+                                       "io_error",
+                                       "corrupt",
+                                       "unavailable",
+                                       "abi_mismatch",
+                                       "internal"};
+  return code >= 0 && code < 11 ? kNames[code] : "unknown";
+}
+
+void Check(int code, const char* what) {
+  if (code == 0) return;
+  throw std::runtime_error(std::string("gpuos [") + CodeName(code) + "] " + what + ": " +
+                           gpuos_torch_last_error());
+}
+
+class Runtime {
+ public:
+  Runtime(int device, const std::string& repository, const std::string& cache) : device_(device) {
+    py::gil_scoped_release release;  // the first open builds the kernel image (seconds)
+    Check(gpuos_torch_runtime_open(device, repository.c_str(), repository.empty() ? 0 : 1,
+                                   cache.c_str(), &handle_),
+          "opening the runtime");
+  }
+  ~Runtime() { gpuos_torch_runtime_close(handle_); }
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  std::string StatsJson() const {
+    char* text = gpuos_torch_runtime_stats_json(handle_);
+    if (text == nullptr) Check(10, "reading runtime statistics");
+    std::string result(text);
+    gpuos_torch_free_string(text);
+    return result;
+  }
+  GpuosTorchRuntime* handle() const { return handle_; }
+  int device() const { return device_; }
+
+ private:
+  int device_;
+  GpuosTorchRuntime* handle_ = nullptr;
+};
+
+struct Layout {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
+// gpuos dtype names (core/include/gpuos/dtype.h) as torch scalar types.
+c10::ScalarType ScalarTypeOf(const std::string& name) {
+  static const std::pair<const char*, c10::ScalarType> kTypes[] = {
+      {"f32", c10::ScalarType::Float},     {"f16", c10::ScalarType::Half},
+      {"bf16", c10::ScalarType::BFloat16}, {"f64", c10::ScalarType::Double},
+      {"i8", c10::ScalarType::Char},       {"u8", c10::ScalarType::Byte},
+      {"i32", c10::ScalarType::Int},       {"i64", c10::ScalarType::Long},
+      {"bool", c10::ScalarType::Bool}};
+  for (const auto& [type_name, type] : kTypes) {
+    if (name == type_name) return type;
+  }
+  throw std::invalid_argument("gpuos: unknown dtype name '" + name + "'");
+}
+
+// (dtype name, sizes, strides)
+Layout ToLayout(const py::tuple& t) {
+  return {ScalarTypeOf(t[0].cast<std::string>()), t[1].cast<std::vector<int64_t>>(),
+          t[2].cast<std::vector<int64_t>>()};
+}
+
+// Where a result comes from: a view of an input, a constant or an output
+// buffer.
+struct Result {
+  int kind = 0;  // 0 input, 1 constant, 2 output buffer
+  int index = 0;
+  bool same = false;  // the source itself, no view
+  std::vector<int64_t> sizes, strides;
+  int64_t storage_offset = 0;  // relative to the source's own offset
+};
+
+// Results of Program::Run when it did not run.
+constexpr int kGuardMismatch = 1;
+constexpr int kNeedsAutograd = 2;
+
+class Program {
+ public:
+  // Buffers are numbered: inputs, constants, workspace slices, outputs.
+  Program(std::shared_ptr<Runtime> runtime, const std::string& program_json,
+          const std::vector<py::tuple>& inputs, std::vector<at::Tensor> constants,
+          std::vector<int64_t> workspace_offsets, int64_t workspace_bytes,
+          const std::vector<py::tuple>& outputs, const std::vector<py::tuple>& results)
+      : runtime_(std::move(runtime)),
+        constants_(std::move(constants)),
+        workspace_offsets_(std::move(workspace_offsets)),
+        workspace_bytes_(workspace_bytes) {
+    for (const auto& t : inputs) inputs_.push_back(ToLayout(t));
+    for (const auto& t : outputs) outputs_.push_back(ToLayout(t));
+    for (const auto& t : results) {
+      Result r;
+      r.kind = t[0].cast<int>();
+      r.index = t[1].cast<int>();
+      r.same = t[2].cast<bool>();
+      r.sizes = t[3].cast<std::vector<int64_t>>();
+      r.strides = t[4].cast<std::vector<int64_t>>();
+      r.storage_offset = t[5].cast<int64_t>();
+      results_.push_back(std::move(r));
+    }
+    num_buffers_ = inputs_.size() + constants_.size() + workspace_offsets_.size() + outputs_.size();
+    Check(gpuos_torch_program_create(runtime_->handle(), program_json.c_str(), &handle_),
+          "building the program");
+    if (gpuos_torch_program_num_buffers(handle_) != num_buffers_) {
+      throw std::runtime_error("gpuos: the program description has " +
+                               std::to_string(gpuos_torch_program_num_buffers(handle_)) +
+                               " buffers, the layout " + std::to_string(num_buffers_));
+    }
+    addresses_.resize(num_buffers_);
+  }
+  ~Program() { gpuos_torch_program_destroy(handle_); }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // The results as a list of tensors, or kGuardMismatch / kNeedsAutograd.
+  py::object Run(const std::vector<at::Tensor>& args) {
+    if (args.size() != inputs_.size()) return py::int_(kGuardMismatch);
+    const bool grad = at::GradMode::is_enabled();
+    const c10::Device device(c10::DeviceType::CUDA,
+                             static_cast<c10::DeviceIndex>(runtime_->device()));
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const at::Tensor& t = args[i];
+      const Layout& want = inputs_[i];
+      if (!t.defined() || t.device() != device || t.scalar_type() != want.dtype ||
+          t.sizes() != c10::IntArrayRef(want.sizes) ||
+          t.strides() != c10::IntArrayRef(want.strides)) {
+        return py::int_(kGuardMismatch);
+      }
+      if (grad && t.requires_grad()) return py::int_(kNeedsAutograd);
+      addresses_[b++] = reinterpret_cast<unsigned long long>(t.data_ptr());
+    }
+    for (const at::Tensor& c : constants_) {
+      if (grad && c.requires_grad()) return py::int_(kNeedsAutograd);
+      addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
+    }
+    at::Tensor workspace;
+    if (!workspace_offsets_.empty()) {
+      workspace = at::empty({std::max<int64_t>(workspace_bytes_, 1)},
+                            at::TensorOptions().dtype(at::kByte).device(device));
+      const auto base = reinterpret_cast<unsigned long long>(workspace.data_ptr());
+      for (int64_t offset : workspace_offsets_) addresses_[b++] = base + offset;
+    }
+    std::vector<at::Tensor> outputs;
+    outputs.reserve(outputs_.size());
+    for (const Layout& layout : outputs_) {
+      outputs.push_back(at::empty_strided(layout.sizes, layout.strides,
+                                          at::TensorOptions().dtype(layout.dtype).device(device)));
+      addresses_[b++] = reinterpret_cast<unsigned long long>(outputs.back().data_ptr());
+    }
+    {
+      py::gil_scoped_release release;
+      // Until the runtime orders itself after PyTorch's streams, wait for
+      // the current stream here (docs/pytorch.md, "Ordering").
+      c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+      guard.getStream(device).synchronize();
+      Check(gpuos_torch_program_run(handle_, addresses_.data(),
+                                    static_cast<unsigned int>(addresses_.size()), timeout_us_),
+            "running the program");
+    }
+    py::list list;
+    for (const Result& r : results_) {
+      const at::Tensor& source =
+          r.kind == 0 ? args[r.index] : (r.kind == 1 ? constants_[r.index] : outputs[r.index]);
+      if (r.same) {
+        list.append(source);
+      } else {
+        list.append(
+            at::as_strided(source, r.sizes, r.strides, source.storage_offset() + r.storage_offset));
+      }
+    }
+    return std::move(list);
+  }
+
+  unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
+  void set_timeout_us(long long timeout) { timeout_us_ = timeout; }
+
+ private:
+  std::shared_ptr<Runtime> runtime_;
+  std::vector<Layout> inputs_;
+  std::vector<at::Tensor> constants_;
+  std::vector<int64_t> workspace_offsets_;
+  int64_t workspace_bytes_;
+  std::vector<Layout> outputs_;
+  std::vector<Result> results_;
+  std::size_t num_buffers_ = 0;
+  std::vector<unsigned long long> addresses_;
+  long long timeout_us_ = 60'000'000;
+  GpuosTorchProgram* handle_ = nullptr;
+};
+
+// Parses and checks a program description without a GPU; raises on errors.
+void CheckProgram(const std::string& program_json) {
+  Check(gpuos_torch_program_check(program_json.c_str()), "checking the program");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "gpuos C++ extension: runtime and compiled programs (docs/pytorch.md)";
+  m.attr("GUARD_MISMATCH") = kGuardMismatch;
+  m.attr("NEEDS_AUTOGRAD") = kNeedsAutograd;
+  m.def("check_program", &CheckProgram, py::arg("program_json"));
+  py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
+      .def(py::init<int, const std::string&, const std::string&>(), py::arg("device"),
+           py::arg("repository") = "", py::arg("cache") = "")
+      .def("stats_json", &Runtime::StatsJson)
+      .def_property_readonly("device", &Runtime::device);
+  py::class_<Program>(m, "Program")
+      .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<py::tuple>&,
+                    std::vector<at::Tensor>, std::vector<int64_t>, int64_t,
+                    const std::vector<py::tuple>&, const std::vector<py::tuple>&>(),
+           py::arg("runtime"), py::arg("program_json"), py::arg("inputs"), py::arg("constants"),
+           py::arg("workspace_offsets"), py::arg("workspace_bytes"), py::arg("outputs"),
+           py::arg("results"))
+      .def("run", &Program::Run)
+      .def_property_readonly("num_tasks", &Program::num_tasks)
+      .def("set_timeout_us", &Program::set_timeout_us);
+}

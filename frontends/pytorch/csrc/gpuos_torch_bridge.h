@@ -1,0 +1,67 @@
+// The C API of libgpuos_torch_bridge: what the Python extension gpuos._C
+// calls (docs/pytorch.md). Plain C types only, so that the extension may be
+// built with another libstdc++ string ABI than the library.
+//
+// Every function that can fail returns 0 on success, else a gpuos StatusCode
+// value (gpuos/status.h), and leaves the message in this thread's
+// gpuos_torch_last_error(). No function throws.
+//
+// Thread safety: a runtime may be used from any thread (the gpuos runtime
+// serializes what it must). A program may be run from one thread at a time
+// (its task graph's addresses are rebound at each run).
+#pragma once
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct GpuosTorchRuntime GpuosTorchRuntime;
+typedef struct GpuosTorchProgram GpuosTorchProgram;
+
+// The message of the last failed call on this thread ("" when none). Valid
+// until the next call on this thread.
+const char* gpuos_torch_last_error(void);
+
+// Opens the runtime on CUDA device `device` serving the built-in standard
+// packs (operators/*.yaml, embedded), or the current operator set of the
+// repository at `repository_path` when `use_repository` is nonzero.
+// `cache_path` (may be "" or NULL) is the build cache for the built-in packs'
+// image. Errors: Unavailable with "no CUDA device: ..." without a driver or
+// GPU; the JIT's and the repository's errors.
+int gpuos_torch_runtime_open(int device, const char* repository_path, int use_repository,
+                             const char* cache_path, GpuosTorchRuntime** out);
+// Shuts the runtime down and frees it. REQUIRES: every program of it was
+// destroyed. NULL is ignored.
+void gpuos_torch_runtime_close(GpuosTorchRuntime* runtime);
+// The runtime's statistics as a JSON object (submissions, tasks_submitted,
+// tasks_per_operator, ...). The caller frees the text with
+// gpuos_torch_free_string. NULL on failure.
+char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime);
+void gpuos_torch_free_string(char* text);
+
+// Builds a program (one task graph, submitted once per run) from the JSON
+// description made by gpuos/_lowering.py (docs/pytorch.md, "Program
+// format"). Tensor addresses are not known yet: each tensor names a buffer
+// and an element offset into it; gpuos_torch_program_run binds the buffers.
+// Errors: InvalidArgument naming the task and what is wrong; NotFound for an
+// operator or dtype the image does not have.
+int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_json,
+                               GpuosTorchProgram** out);
+// Checks a program description without a runtime or GPU (parsing, shapes,
+// buffer indices, dependencies). Same errors as create, except those that need
+// the image (unknown operators, arity).
+int gpuos_torch_program_check(const char* program_json);
+// Binds buffer k to device address addresses[k] (element 0 of the buffer),
+// submits the program once and waits for it, at most timeout_us.
+// REQUIRES: num_buffers equals the program's buffer count; every address is
+// valid device memory of the runtime's device, large enough for the views the
+// program makes of it. Errors: the runtime's Submit and Wait errors.
+int gpuos_torch_program_run(GpuosTorchProgram* program, const unsigned long long* addresses,
+                            unsigned int num_buffers, long long timeout_us);
+unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program);
+unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program);
+void gpuos_torch_program_destroy(GpuosTorchProgram* program);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif

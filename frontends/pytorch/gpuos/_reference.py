@@ -1,0 +1,150 @@
+"""A CPU interpreter of task programs, with each operator's pack semantics
+written in torch (operators/*.yaml). It runs a Program exactly as the device
+would see it (buffers, strided views, tasks), so tests can check the lowering
+against eager PyTorch without a GPU, and check that dependencies suffice by
+running the tasks in a shuffled order that respects them.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Optional, Sequence
+
+import torch
+
+from ._packs import ITEM_SIZES, TORCH_DTYPES
+from ._program import CONSTANT, INPUT, Program, View
+
+
+def _reduce_trailing(x: torch.Tensor, out_rank: int) -> tuple[torch.Tensor, int]:
+    """x with its trailing (rank - out_rank) dimensions flattened into one."""
+    k = x.dim() - out_rank
+    lead = list(x.shape[:out_rank])
+    return x.reshape(lead + [-1]) if k > 0 else x.unsqueeze(-1), k
+
+
+def _elementwise(op: str, ins: list[torch.Tensor], attrs: dict[str, float]) -> torch.Tensor:
+    a = ins[0] if ins else None
+    b = ins[1] if len(ins) > 1 else None
+    table = {
+        "add": lambda: a + attrs.get("alpha", 1.0) * b if attrs.get("alpha", 1.0) != 1 else a + b,
+        "sub": lambda: a - attrs.get("alpha", 1.0) * b if attrs.get("alpha", 1.0) != 1 else a - b,
+        "mul": lambda: a * b, "div": lambda: a / b, "neg": lambda: -a, "abs": lambda: a.abs(),
+        "relu": lambda: torch.relu(a), "sigmoid": lambda: torch.sigmoid(a),
+        "tanh": lambda: torch.tanh(a), "exp": lambda: torch.exp(a), "log": lambda: torch.log(a),
+        "sqrt": lambda: torch.sqrt(a), "pow": lambda: torch.pow(a, b),
+        "maximum": lambda: torch.maximum(a, b), "minimum": lambda: torch.minimum(a, b),
+        "where": lambda: torch.where(a, b, ins[2]),
+        "eq": lambda: a == b, "ne": lambda: a != b, "lt": lambda: a < b, "gt": lambda: a > b,
+        "le": lambda: a <= b, "ge": lambda: a >= b,
+        "logical_and": lambda: torch.logical_and(a, b), "logical_or": lambda: torch.logical_or(a, b),
+        "logical_xor": lambda: torch.logical_xor(a, b), "logical_not": lambda: torch.logical_not(a),
+        "erf": lambda: torch.erf(a), "rsqrt": lambda: torch.rsqrt(a),
+        "reciprocal": lambda: torch.reciprocal(a), "square": lambda: a * a,
+        "sign": lambda: torch.sign(a), "floor": lambda: torch.floor(a),
+        "ceil": lambda: torch.ceil(a), "round": lambda: torch.round(a),
+        "gelu": lambda: torch.nn.functional.gelu(a),
+        "gelu_tanh": lambda: torch.nn.functional.gelu(a, approximate="tanh"),
+        "silu": lambda: torch.nn.functional.silu(a), "copy": lambda: a, "cast": lambda: a,
+    }
+    if op == "clamp":
+        lo, hi = attrs["lo"], attrs["hi"]
+        if a.is_floating_point():  # the lowering writes +-DBL_MAX for "no bound"
+            lo = -float("inf") if lo <= -1e308 else lo
+            hi = float("inf") if hi >= 1e308 else hi
+        else:
+            info = torch.iinfo(a.dtype)
+            lo, hi = int(max(lo, info.min)), int(min(hi, info.max))
+        return torch.clamp(a, lo, hi)
+    return table[op]()
+
+
+def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[str, float]):
+    if op == "fill":
+        out.fill_(attrs.get("value", 0.0))
+    elif op == "arange":
+        n = out.numel()
+        values = attrs.get("start", 0.0) + torch.arange(n, dtype=torch.float64) * attrs.get("step", 1.0)
+        out.copy_(values.reshape(out.shape))
+    elif op == "cat":
+        out.copy_(torch.cat(ins, dim=int(attrs.get("dim", 0))))
+    elif op == "index_select":
+        out.copy_(torch.index_select(ins[0], int(attrs.get("dim", 0)), ins[1]))
+    elif op == "gather":
+        out.copy_(torch.gather(ins[0], int(attrs.get("dim", 0)), ins[1]))
+    elif op in ("matmul", "bmm"):
+        out.copy_(torch.matmul(ins[0], ins[1]))
+    elif op == "softmax":
+        out.copy_(torch.softmax(ins[0], -1))
+    elif op == "log_softmax":
+        out.copy_(torch.log_softmax(ins[0], -1))
+    elif op == "layer_norm":
+        n = ins[0].shape[-1]
+        out.copy_(torch.nn.functional.layer_norm(ins[0], [n], ins[1], ins[2], attrs.get("eps", 1e-5)))
+    elif op == "rms_norm":
+        x = ins[0]
+        scale = torch.rsqrt((x * x).mean(-1, keepdim=True) + attrs.get("eps", 1e-6))
+        out.copy_(x * scale * ins[1])
+    elif op in ("sum", "mean", "prod", "amax", "amin", "argmax", "var"):
+        x, _ = _reduce_trailing(ins[0], out.dim())
+        if op == "var":
+            r = torch.var(x, -1, correction=attrs.get("correction", 1.0))
+        elif op in ("amax", "amin"):
+            r = getattr(torch, op)(x, -1)
+        else:
+            r = getattr(torch, op)(x, -1)
+        out.copy_(r.reshape(out.shape))
+    else:
+        out.copy_(_elementwise(op, ins, attrs))
+
+
+def run_reference(program: Program, args: Sequence[torch.Tensor],
+                  shuffle_seed: Optional[int] = None) -> list[torch.Tensor]:
+    """Runs `program` on the CPU for inputs `args`; returns its results.
+    With `shuffle_seed`, tasks run in a random order allowed by their deps."""
+    storages: list[tuple[torch.Tensor, int]] = []  # (tensor, storage offset of element 0)
+    outputs: list[torch.Tensor] = []
+    for b in program.buffers:
+        if b.kind == INPUT:
+            t = args[b.index]
+            storages.append((t, t.storage_offset()))
+        elif b.kind == CONSTANT:
+            storages.append((b.tensor.cpu() if b.tensor.device.type != "cpu" else b.tensor,
+                             b.tensor.storage_offset()))
+        else:
+            elements = max(b.span_bytes // ITEM_SIZES[b.dtype], 1)
+            flat = torch.full((elements,), float("nan") if b.dtype in ("f32", "f64", "f16", "bf16") else 0,
+                              dtype=TORCH_DTYPES[b.dtype])
+            storages.append((flat, 0))
+            if b.kind == "output":
+                outputs.append(torch.as_strided(flat, b.sizes, b.strides))
+
+    def view(v: View) -> torch.Tensor:
+        base, offset = storages[v.buffer]
+        return torch.as_strided(base, v.sizes, v.strides, offset + v.offset)
+
+    order = list(range(len(program.tasks)))
+    if shuffle_seed is not None:
+        rng, done, order = random.Random(shuffle_seed), set(), []
+        while len(order) < len(program.tasks):
+            ready = [i for i in range(len(program.tasks))
+                     if i not in done and all(d in done for d in program.tasks[i].deps)]
+            pick = rng.choice(ready)
+            done.add(pick)
+            order.append(pick)
+    for i in order:
+        task = program.tasks[i]
+        from ._packs import STANDARD_OPERATORS
+
+        n_in = STANDARD_OPERATORS[task.op].inputs
+        ins = [view(v) for v in task.tensors[:n_in]]
+        out = view(task.tensors[n_in])
+        attrs = {k: float(v) for k, v in task.attributes.items()}
+        _run_task(task.op, ins, out, attrs)
+    results = []
+    for r in program.results:
+        source = (args[r.index] if r.kind == 0 else
+                  program.buffers_of(CONSTANT)[r.index].tensor if r.kind == 1 else outputs[r.index])
+        results.append(source if r.same else
+                       torch.as_strided(source, r.sizes, r.strides, source.storage_offset() + r.storage_offset))
+    return results

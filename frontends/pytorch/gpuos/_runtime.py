@@ -1,0 +1,101 @@
+"""The C++ extension, the per-device runtimes and the frontend's statistics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from typing import Any, Optional
+
+log = logging.getLogger("gpuos")
+if os.environ.get("GPUOS_LOG") and not log.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("[gpuos] %(message)s"))
+    log.addHandler(_handler)
+    log.setLevel(logging.DEBUG)
+
+try:
+    from . import _C  # type: ignore[attr-defined]
+
+    EXTENSION_ERROR: Optional[str] = None
+except ImportError as error:  # not built (a source checkout) or a missing library
+    _C = None
+    EXTENSION_ERROR = (f"the gpuos C++ extension gpuos._C is not available beside "
+                       f"{os.path.dirname(__file__)} ({error}); install with "
+                       "'pip install --no-build-isolation ./frontends/pytorch'")
+
+_lock = threading.Lock()
+_runtimes: dict[int, Any] = {}
+_failures: dict[int, str] = {}
+
+
+class Stats:
+    """Counters of the frontend (gpuos.stats() returns a snapshot)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.compiled_calls = 0  # calls replayed on gpuos (one submission each)
+        self.tasks = 0  # tasks submitted by those calls
+        self.eager_calls = 0  # calls that ran eagerly instead
+        self.traces = 0
+        self.guard_misses = 0  # calls whose inputs differed from the last program's guards
+        self.cache_evictions = 0
+        self.fallbacks: Counter[str] = Counter()  # op name -> times it ran eagerly
+        self.fallback_reasons: dict[str, str] = {}  # why (first reason seen)
+
+    def note_fallback(self, aten_ops: dict[str, int], reasons: dict[str, str]) -> None:
+        self.eager_calls += 1
+        for name, count in aten_ops.items():
+            self.fallbacks[name] += count
+        for name, reason in reasons.items():
+            self.fallback_reasons.setdefault(name, reason)
+
+
+STATS = Stats()
+
+
+def runtime(device_index: int) -> Any:
+    """The runtime of CUDA device `device_index`, opened on first use (the
+    first open builds or loads the kernel image). Raises RuntimeError with
+    the reason when there is none (no extension, no CUDA device)."""
+    if _C is None:
+        raise RuntimeError(EXTENSION_ERROR)
+    with _lock:
+        if device_index in _runtimes:
+            return _runtimes[device_index]
+        if device_index in _failures:
+            raise RuntimeError(_failures[device_index])
+        try:
+            rt = _C.Runtime(device_index, os.environ.get("GPUOS_TORCH_REPOSITORY", ""),
+                            os.environ.get("GPUOS_TORCH_CACHE", ""))
+        except RuntimeError as error:
+            # Opening again would fail the same way (and cost a build).
+            _failures[device_index] = str(error)
+            raise
+        _runtimes[device_index] = rt
+        log.debug("runtime opened on cuda:%d", device_index)
+        return rt
+
+
+def snapshot() -> dict[str, Any]:
+    s = STATS
+    result: dict[str, Any] = {
+        "submissions": s.compiled_calls,
+        "compiled_calls": s.compiled_calls,
+        "tasks": s.tasks,
+        "eager_calls": s.eager_calls,
+        "traces": s.traces,
+        "guard_misses": s.guard_misses,
+        "cache_evictions": s.cache_evictions,
+        "fallbacks": dict(s.fallbacks),
+        "fallback_reasons": dict(s.fallback_reasons),
+        "runtimes": {},
+    }
+    with _lock:
+        for index, rt in _runtimes.items():
+            result["runtimes"][f"cuda:{index}"] = json.loads(rt.stats_json())
+    return result

@@ -1,0 +1,98 @@
+"""gpuos.compile without a GPU: import, fallbacks counted by op name, the
+bounded cache of input layouts, the torch.compile backend."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gpuos
+
+
+@pytest.fixture(autouse=True)
+def fresh_stats():
+    gpuos.reset_stats()
+
+
+def test_import_needs_no_gpu():
+    code = ("import gpuos, torch; f = gpuos.compile(lambda x: x + 1); "
+            "print(f(torch.ones(2)).tolist(), gpuos.stats()['eager_calls'])")
+    env = {"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}
+    import os
+
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[2.0,", "2.0]", "1"]
+
+
+def test_cpu_inputs_run_eagerly_and_say_why():
+    f = gpuos.compile(lambda x: torch.relu(x) * 2)
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(f(x), torch.relu(x) * 2)
+    s = gpuos.stats()
+    assert s["eager_calls"] == 1 and s["compiled_calls"] == 0 and s["traces"] == 1
+    assert s["fallbacks"] == {"aten.relu.default": 1, "aten.mul.Tensor": 1}
+    assert "CUDA" in s["fallback_reasons"]["device"]
+
+
+def test_unsupported_ops_are_counted_by_name():
+    f = gpuos.compile(lambda x: torch.cumsum(x, 0) + 1)
+    for _ in range(3):
+        f(torch.randn(5))
+    s = gpuos.stats()
+    assert s["fallbacks"]["aten.cumsum.default"] == 3
+    assert s["fallbacks"]["aten.add.Tensor"] == 3
+    assert s["traces"] == 1  # the layout's entry is cached, even when eager
+    assert "no lowering" in s["fallback_reasons"]["aten.cumsum.default"]
+
+
+def test_layouts_are_cached_and_bounded():
+    f = gpuos.compile(lambda x: x * 3, cache_size=2)
+    shapes = [(2,), (3,), (2,), (4,), (3,)]
+    for shape in shapes:
+        torch.testing.assert_close(f(torch.ones(shape)), torch.full(shape, 3.0))
+    s = gpuos.stats()
+    # (2,) hit once; (4,) evicts (3,), which is traced again.
+    assert s["traces"] == 4 and s["cache_evictions"] == 2
+    assert f.cached_layouts() == 2
+
+
+def test_strides_and_dtypes_are_part_of_the_layout():
+    f = gpuos.compile(lambda x: x + 1)
+    x = torch.randn(4, 4)
+    f(x)
+    f(x.t())
+    f(x.double())
+    assert gpuos.stats()["traces"] == 3
+
+
+def test_non_tensor_arguments_run_eagerly():
+    f = gpuos.compile(lambda x, k: x * k)
+    torch.testing.assert_close(f(torch.ones(2), 3), torch.full((2,), 3.0))
+    assert "signature" in gpuos.stats()["fallback_reasons"]
+
+
+def test_torch_compile_backend_on_cpu():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    compiled = torch.compile(model, backend=gpuos.backend)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    assert gpuos.stats()["eager_calls"] >= 1  # CPU tensors: gpuos ran nothing
+
+
+def test_stats_shape():
+    s = gpuos.stats()
+    for key in ("submissions", "tasks", "eager_calls", "traces", "guard_misses", "fallbacks",
+                "fallback_reasons", "runtimes"):
+        assert key in s
+
+
+def test_available_reports_why_without_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    ok, why = gpuos.available()
+    assert not ok
+    assert "no CUDA device" in why or "extension" in why

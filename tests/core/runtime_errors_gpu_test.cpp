@@ -1,0 +1,391 @@
+// The runtime's diagnostics on a GPU (docs/runtime.md, "Errors",
+// "Watchdog", "Chrome trace"): errors belong to their own submission and the
+// runtime keeps serving; the watchdog names a task that runs too long; the
+// trace of a chain has one event per task. Skips where there is no GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "gpuos/registry/pack_loader.h"
+#include "runtime_test_util.h"
+
+namespace gpuos::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::DeviceTensor;
+using testing::Download;
+using testing::Upload;
+
+// `spin` loops on %globaltimer for spin_ns, then writes 1 to out; with
+// fail_code != 0 it calls ctx.fail(fail_code) instead.
+constexpr const char* kTestPack = R"(gpuos_pack: 1
+name: test.diagnostics
+version: 0.1.0
+description: Test-only operators of runtime_errors_gpu_test.cpp.
+operators:
+  - name: spin
+    version: 1.2.0
+    kind: custom
+    description: Spins for spin_ns nanoseconds, then sets out to 1; fails with fail_code if not 0.
+    dtypes: [f32]
+    inputs: []
+    outputs:
+      - name: out
+    attributes:
+      - {name: spin_ns, type: i64, default: 0}
+      - {name: fail_code, type: i64, default: 0}
+    body: |
+      if (fail_code != 0) {
+        if (ctx.thread_index() == 0) ctx.fail(static_cast<unsigned int>(fail_code));
+        return;
+      }
+      unsigned long long start = 0, now = 0;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+      do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+      } while (now - start < static_cast<unsigned long long>(spin_ns));
+      ctx.for_each([&](long long i) { out.store(i, static_cast<compute_t>(1)); });
+)";
+
+class RuntimeDiagnosticsTest : public ::testing::Test {
+ protected:
+  // A runtime over add, mul and spin; sets skip_ without a GPU.
+  std::unique_ptr<Runtime> Open(RuntimeConfig config) {
+    config.operators = testing::ElementwiseOps({"add", "mul"});
+    auto pack = registry::ParsePack(kTestPack, "runtime_errors_gpu_test.cpp");
+    if (!pack.ok()) {
+      ADD_FAILURE() << pack.status().ToString();
+      return nullptr;
+    }
+    for (const auto& spec : pack->operators) config.operators.push_back(spec);
+    config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_errors_test_cache.db";
+    auto runtime = Runtime::Open(config);
+    if (!runtime.ok()) {
+      if (runtime.status().code() == StatusCode::kUnavailable &&
+          runtime.status().message().rfind("no CUDA", 0) == 0) {
+        skip_ = runtime.status().message();
+      } else {
+        ADD_FAILURE() << runtime.status().ToString();
+      }
+      return nullptr;
+    }
+    return std::move(runtime).value();
+  }
+  std::string skip_;
+};
+
+#define OPEN_OR_SKIP(var, config)            \
+  auto var = Open(config);                   \
+  if (!skip_.empty()) GTEST_SKIP() << skip_; \
+  ASSERT_NE(var, nullptr)
+
+std::vector<float> Values(std::size_t n, float scale) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(i % 31);
+  return v;
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// x + y -> out (poisoned first); the check is done by the caller.
+Expected<Future> SubmitAdd(Runtime& runtime, const DeviceTensor& x, const DeviceTensor& y,
+                           const DeviceTensor& out) {
+  TaskGraph graph(runtime);
+  GPUOS_RETURN_IF_ERROR(graph.Add("add", DType::kF32, {x.desc, y.desc, out.desc}).status());
+  return runtime.Submit(graph);
+}
+
+// Regression (the known defect of commit 17170d1): errors were one record
+// per runtime, so a second failing graph reported success and every later
+// Synchronize reported the first failure.
+TEST_F(RuntimeDiagnosticsTest, ErrorsBelongToTheirSubmissionAndTheRuntimeKeepsServing) {
+  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  constexpr std::size_t kN = 4096;
+  auto x = Upload(*runtime, Values(kN, 1.0f));
+  auto y = Upload(*runtime, Values(kN, 0.5f));
+  auto out = Upload(*runtime, std::vector<float>(kN, NAN));
+  ASSERT_TRUE(x.ok() && y.ok() && out.ok());
+  const auto add = runtime->Resolve("add", DType::kF32);
+  ASSERT_TRUE(add.ok());
+
+  // Task 1 of a 3-task chain passes an f64 descriptor to the f32 add.
+  device::TensorDesc wrong = y->desc;
+  wrong.dtype = device::kDTypeF64;
+  TaskGraph bad(*runtime);
+  ASSERT_TRUE(bad.Add("add", DType::kF32, {x->desc, y->desc, out->desc}).ok());
+  ASSERT_TRUE(bad.Add("add", DType::kF32, {x->desc, wrong, out->desc}, {}, {0}).ok());
+  ASSERT_TRUE(bad.Add("add", DType::kF32, {x->desc, y->desc, out->desc}, {}, {1}).ok());
+  auto failed = runtime->Submit(bad);
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  const Status status = failed->Wait(std::chrono::seconds(10));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
+  for (const std::string& part :
+       {std::string("submission ") + std::to_string(failed->sequence()), std::string("task 1 "),
+        std::string("add f32"), "version " + add->version.ToString(), std::string("dtype"),
+        std::string("tensor 1")}) {
+    EXPECT_TRUE(Contains(status.message(), part)) << "'" << part << "' in: " << status.message();
+  }
+
+  // Later submissions are unaffected and compute the right thing.
+  const std::vector<float> xs = Values(kN, 1.0f), ys = Values(kN, 0.5f);
+  for (int round = 0; round < 5; ++round) {
+    ASSERT_TRUE(runtime
+                    ->CopyToDevice(out->buffer.address, std::vector<float>(kN, NAN).data(),
+                                   kN * sizeof(float))
+                    .ok());
+    auto good = SubmitAdd(*runtime, *x, *y, *out);
+    ASSERT_TRUE(good.ok()) << good.status().ToString();
+    ASSERT_TRUE(good->Wait(std::chrono::seconds(10)).ok()) << "round " << round;
+    auto got = Download(*runtime, *out);
+    ASSERT_TRUE(got.ok());
+    for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + ys[i]) << "at " << i;
+  }
+
+  // A second failure reports its own task and code: ctx.fail(7) in spin.
+  DeviceTensor flag = *out;
+  TaskGraph failing(*runtime);
+  ASSERT_TRUE(failing.Add("spin", DType::kF32, {flag.desc}, {{"fail_code", "7"}}).ok());
+  auto second = runtime->Submit(failing);
+  ASSERT_TRUE(second.ok());
+  const Status second_status = second->Wait(std::chrono::seconds(10));
+  EXPECT_EQ(second_status.code(), StatusCode::kFailedPrecondition) << second_status.ToString();
+  EXPECT_TRUE(Contains(second_status.message(), "task 0 ")) << second_status.message();
+  EXPECT_TRUE(Contains(second_status.message(), "spin f32 version 1.2.0"))
+      << second_status.message();
+  EXPECT_TRUE(Contains(second_status.message(), "code 7")) << second_status.message();
+
+  // Each Future keeps its own outcome; Synchronize has nothing left to report.
+  EXPECT_EQ(failed->Wait().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(second->Wait().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(runtime->Synchronize().ok());
+  EXPECT_EQ(runtime->TraceEvents().status().code(), StatusCode::kFailedPrecondition);
+}
+
+// With 4 submission slots, failing and good graphs alternate without
+// waiting, so slots are reused before anyone waits: each Future must still
+// report its own outcome (failures are kept when their slot is reclaimed).
+TEST_F(RuntimeDiagnosticsTest, FailuresSurviveTheReuseOfTheirSlot) {
+  RuntimeConfig config;
+  config.submission_capacity = 4;
+  OPEN_OR_SKIP(runtime, config);
+  constexpr std::size_t kN = 256;
+  constexpr int kGraphs = 24;
+  auto x = Upload(*runtime, Values(kN, 1.0f));
+  ASSERT_TRUE(x.ok());
+  std::vector<DeviceTensor> outs;
+  for (int g = 0; g < kGraphs; ++g) {
+    auto out = Upload(*runtime, std::vector<float>(kN, NAN));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  std::vector<Future> futures;
+  for (int g = 0; g < kGraphs; ++g) {
+    TaskGraph graph(*runtime);
+    // Graph g has g % 3 + 1 tasks; in odd graphs the last one fails with code g.
+    const int tasks = g % 3 + 1;
+    for (int t = 0; t < tasks; ++t) {
+      std::vector<TaskId> deps;
+      if (t > 0) deps.push_back(static_cast<TaskId>(t - 1));
+      if (g % 2 == 1 && t == tasks - 1) {
+        ASSERT_TRUE(graph
+                        .Add("spin", DType::kF32, {outs[g].desc},
+                             {{"fail_code", std::to_string(100 + g)}}, deps)
+                        .ok());
+      } else {
+        ASSERT_TRUE(graph.Add("add", DType::kF32, {x->desc, x->desc, outs[g].desc}, {}, deps).ok());
+      }
+    }
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    futures.push_back(*future);
+  }
+  const std::vector<float> xs = Values(kN, 1.0f);
+  for (int g = 0; g < kGraphs; ++g) {
+    const Status status = futures[g].Wait(std::chrono::seconds(10));
+    if (g % 2 == 0) {
+      EXPECT_TRUE(status.ok()) << "graph " << g << ": " << status.ToString();
+      auto got = Download(*runtime, outs[g]);
+      ASSERT_TRUE(got.ok());
+      for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], 2 * xs[i]) << "graph " << g;
+    } else {
+      EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << "graph " << g;
+      const std::string task = "task " + std::to_string(g % 3) + " ";
+      EXPECT_TRUE(Contains(status.message(), task)) << task << " in: " << status.message();
+      EXPECT_TRUE(Contains(status.message(), "code " + std::to_string(100 + g)))
+          << status.message();
+    }
+  }
+  EXPECT_TRUE(runtime->Synchronize().ok());
+}
+
+TEST_F(RuntimeDiagnosticsTest, WatchdogNamesATaskOverTheLimitAndTheRuntimeKeepsServing) {
+  std::mutex log_mutex;
+  std::vector<std::string> log;
+  RuntimeConfig config;
+  config.task_time_limit = std::chrono::milliseconds(200);
+  config.watchdog_log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mutex);
+    log.push_back(line);
+  };
+  OPEN_OR_SKIP(runtime, config);
+  auto flag = Upload(*runtime, std::vector<float>(64, 0.0f));
+  ASSERT_TRUE(flag.ok());
+
+  // Under the limit: no report.
+  TaskGraph short_spin(*runtime);
+  ASSERT_TRUE(short_spin.Add("spin", DType::kF32, {flag->desc}, {{"spin_ns", "50000000"}}).ok());
+  auto quick = runtime->Submit(short_spin);
+  ASSERT_TRUE(quick.ok());
+  ASSERT_TRUE(quick->Wait(std::chrono::seconds(10)).ok());
+  EXPECT_EQ(runtime->stats().watchdog_reports, 0u);
+
+  // Task 1 of the graph spins for 1.5 s (7.5 times the limit).
+  TaskGraph long_spin(*runtime);
+  ASSERT_TRUE(long_spin.AddNoop().ok());
+  ASSERT_TRUE(
+      long_spin.Add("spin", DType::kF32, {flag->desc}, {{"spin_ns", "1500000000"}}, {0}).ok());
+  const Clock::time_point start = Clock::now();
+  auto slow = runtime->Submit(long_spin);
+  ASSERT_TRUE(slow.ok());
+  const Status report = slow->Wait(std::chrono::seconds(20));
+  const double waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(report.code(), StatusCode::kUnavailable) << report.ToString();
+  for (const std::string& part :
+       {std::string("watchdog"), "task 1 of submission " + std::to_string(slow->sequence()),
+        std::string("spin f32 version 1.2.0"), std::string("worker block"),
+        std::string("for at least")}) {
+    EXPECT_TRUE(Contains(report.message(), part)) << "'" << part << "' in: " << report.message();
+  }
+  EXPECT_LT(waited_s, 1.4) << "reported only after the task ended: " << report.message();
+  EXPECT_GE(waited_s, 0.2);
+  EXPECT_EQ(runtime->stats().watchdog_reports, 1u);
+  {
+    std::lock_guard<std::mutex> lock(log_mutex);
+    ASSERT_EQ(log.size(), 1u);
+    EXPECT_TRUE(Contains(log[0], "spin f32")) << log[0];
+  }
+
+  // Later Waits report it again (at most once per limit each) until the
+  // task finishes; the runtime still serves.
+  Status again;
+  int repeats = 0;
+  while ((again = slow->Wait(std::chrono::seconds(20))).code() == StatusCode::kUnavailable &&
+         Contains(again.message(), "watchdog") && ++repeats < 20) {
+  }
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_LE(repeats, 7);
+  auto got = Download(*runtime, *flag);
+  ASSERT_TRUE(got.ok());
+  for (float v : *got) ASSERT_EQ(v, 1.0f);
+  auto x = Upload(*runtime, Values(512, 1.0f));
+  auto out = Upload(*runtime, std::vector<float>(512, NAN));
+  ASSERT_TRUE(x.ok() && out.ok());
+  auto after = SubmitAdd(*runtime, *x, *x, *out);
+  ASSERT_TRUE(after.ok());
+  ASSERT_TRUE(after->Wait(std::chrono::seconds(10)).ok());
+  auto sum = Download(*runtime, *out);
+  ASSERT_TRUE(sum.ok());
+  const std::vector<float> xs = Values(512, 1.0f);
+  for (std::size_t i = 0; i < xs.size(); ++i) ASSERT_EQ((*sum)[i], 2 * xs[i]);
+  EXPECT_EQ(runtime->stats().watchdog_reports, 1u);  // reported once
+}
+
+TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
+  RuntimeConfig config;
+  config.trace_capacity = 1u << 14;
+  OPEN_OR_SKIP(runtime, config);
+  constexpr std::size_t kN = 1024;
+  constexpr int kSteps = 64;
+  auto acc = Upload(*runtime, std::vector<float>(kN, 0.0f));
+  auto ones = Upload(*runtime, std::vector<float>(kN, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  TaskGraph chain(*runtime);
+  for (int i = 0; i < kSteps; ++i) {
+    std::vector<TaskId> deps;
+    if (i > 0) deps.push_back(static_cast<TaskId>(i - 1));
+    ASSERT_TRUE(chain.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}, {}, deps).ok());
+  }
+  auto first = runtime->Submit(chain);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->Wait(std::chrono::seconds(10)).ok());
+  // One task in 4 tiles: one event per tile.
+  auto big = Upload(*runtime, std::vector<float>(4 * 8192, 1.0f));
+  ASSERT_TRUE(big.ok());
+  TaskGraph tiled(*runtime);
+  TaskOptions four;
+  four.tiles = 4;
+  ASSERT_TRUE(tiled.Add("add", DType::kF32, {big->desc, big->desc, big->desc}, {}, {}, four).ok());
+  auto second = runtime->Submit(tiled);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second->Wait(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(runtime->Synchronize().ok());
+  auto result = Download(*runtime, *acc);
+  ASSERT_TRUE(result.ok());
+  for (float v : *result) ASSERT_EQ(v, static_cast<float>(kSteps));
+
+  auto events = runtime->TraceEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), static_cast<std::size_t>(kSteps + 4));
+  std::set<std::uint32_t> chain_tasks;
+  std::set<std::uint32_t> tiles;
+  const std::string version = runtime->Resolve("add", DType::kF32)->version.ToString();
+  for (std::size_t i = 0; i < events->size(); ++i) {
+    const TraceEvent& e = (*events)[i];
+    EXPECT_EQ(e.name, "add f32");
+    EXPECT_EQ(e.version, version);
+    ASSERT_TRUE(e.task_index.has_value());
+    EXPECT_GT(e.duration_ns, 0u);
+    if (e.sequence == first->sequence()) {
+      EXPECT_EQ(e.num_tiles, 1u);
+      chain_tasks.insert(*e.task_index);
+    } else {
+      EXPECT_EQ(e.sequence, second->sequence());
+      EXPECT_EQ(e.num_tiles, 4u);
+      tiles.insert(e.tile);
+    }
+    if (i > 0 && (*events)[i - 1].block == e.block) {
+      const TraceEvent& before = (*events)[i - 1];
+      EXPECT_LE(before.start_ns + before.duration_ns, e.start_ns)
+          << "events overlap on block " << e.block;
+    }
+  }
+  EXPECT_EQ(chain_tasks.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_EQ(*chain_tasks.rbegin(), static_cast<std::uint32_t>(kSteps - 1));
+  EXPECT_EQ(tiles, (std::set<std::uint32_t>{0, 1, 2, 3}));
+
+  const std::string path = std::string(GPUOS_BINARY_DIR) + "/runtime_errors_test_trace.json";
+  ASSERT_TRUE(runtime->ExportChromeTrace(path).ok());
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  const auto json = nlohmann::json::parse(text.str(), nullptr, false);
+  ASSERT_FALSE(json.is_discarded()) << "not JSON: " << path;
+  std::size_t complete = 0;
+  std::map<long long, double> last_end_us;  // per tid
+  for (const auto& event : json.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    ++complete;
+    const long long tid = event.at("tid").get<long long>();
+    const double ts = event.at("ts").get<double>();
+    EXPECT_GE(ts, 0.0);
+    if (last_end_us.count(tid) != 0) {
+      EXPECT_LE(last_end_us[tid], ts + 1e-3) << "overlap on tid " << tid;
+    }
+    last_end_us[tid] = ts + event.at("dur").get<double>();
+    EXPECT_TRUE(event.at("args").contains("sequence"));
+    EXPECT_TRUE(event.at("args").contains("task_id"));
+  }
+  EXPECT_EQ(complete, events->size());
+}
+
+}  // namespace
+}  // namespace gpuos::runtime
