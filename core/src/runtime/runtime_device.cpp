@@ -163,8 +163,13 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
         Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kImageAbiVersionSymbol),
              "cuModuleGetGlobal(gpuos_image_abi_version)"));
     unsigned int version = 0;
-    GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemcpyDtoH(&version, address, sizeof(version)),
-                               "reading the image's ABI version"));
+    // The copy stream, not the legacy one: that would wait for other
+    // streams' work (this runs inside an epoch switch's service gap).
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuMemcpyDtoHAsync(&version, address, sizeof(version), copy_stream_),
+             "reading the image's ABI version"));
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuStreamSynchronize(copy_stream_), "reading the image's ABI version"));
     if (version != device::kRuntimeAbiVersion) {
       return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
                          ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
@@ -176,9 +181,12 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
     GPUOS_RETURN_IF_ERROR(
         Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kAliasTableSymbol),
              "cuModuleGetGlobal(gpuos_alias_table)"));
-    return Cuda(driver_->cuMemcpyHtoD(address, aliases.data(),
-                                      std::min(bytes, aliases.size() * sizeof(unsigned int))),
-                "writing the alias table");
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
+                                        std::min(bytes, aliases.size() * sizeof(unsigned int)),
+                                        copy_stream_),
+             "writing the alias table"));
+    return Cuda(driver_->cuStreamSynchronize(copy_stream_), "writing the alias table");
   }();
   if (!checked.ok()) {
     (void)driver_->cuModuleUnload(loaded);

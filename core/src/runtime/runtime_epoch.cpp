@@ -29,20 +29,23 @@ std::vector<std::pair<std::string, std::string>> VersionPairs(
 }  // namespace
 
 Status RuntimeImpl::WriteAliasTable() {
-  const std::vector<unsigned int> aliases = table_.AliasTable();
+  // The previous write must have consumed the buffer before it is refilled.
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_), "the alias table"));
+  alias_upload_ = table_.AliasTable();
+  const std::vector<unsigned int>& aliases = alias_upload_;
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kAliasTableSymbol),
            "cuModuleGetGlobal(gpuos_alias_table)"));
   // A copy on the copy stream runs next to the worker (the legacy stream
-  // would wait for it).
-  GPUOS_RETURN_IF_ERROR(
-      Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
-                                      std::min(bytes, aliases.size() * sizeof(unsigned int)),
-                                      copy_stream_),
-           "writing the alias table"));
-  return Cuda(driver_->cuStreamSynchronize(copy_stream_), "writing the alias table");
+  // would wait for it). Not waited for: Submit binds slots on the host, the
+  // device table serves only late-bound tasks, and later copies on this
+  // stream are ordered after it.
+  return Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
+                                         std::min(bytes, aliases.size() * sizeof(unsigned int)),
+                                         copy_stream_),
+              "writing the alias table");
 }
 
 Status RuntimeImpl::Activate(const std::string& op, const registry::SemVer& version) {
@@ -156,7 +159,10 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
     }
     std::this_thread::yield();
   }
-  if (generation_ == 0 || GridIdle()) return Status::Ok();
+  if (generation_ == 0 || GridIdle()) {
+    UnloadRetiredModules();
+    return Status::Ok();
+  }
   // Nothing is in flight: ask the idle blocks to exit now rather than after
   // idle_park.
   StoreRelease(&control_->stop, 1u);
@@ -178,7 +184,13 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   }
   GPUOS_RETURN_IF_ERROR(Cuda(result, "the worker"));
   RunDeferredFrees();
+  UnloadRetiredModules();
   return Status::Ok();
+}
+
+void RuntimeImpl::UnloadRetiredModules() {
+  for (CUmodule module : retired_modules_) (void)driver_->cuModuleUnload(module);
+  retired_modules_.clear();
 }
 
 Status RuntimeImpl::Load(const StagedImage& staged) {
@@ -208,7 +220,9 @@ Status RuntimeImpl::Load(const StagedImage& staged) {
 }
 
 void RuntimeImpl::Commit(StagedImage staged) {
-  (void)driver_->cuModuleUnload(module_);  // nothing runs: the worker is parked
+  // Unloaded at the next quiesce or at shutdown, when the worker is parked
+  // anyway: unloading here would lengthen the service gap.
+  retired_modules_.push_back(module_);
   module_ = pending_->module;
   queue_worker_ = pending_->worker;
   blocks_ = pending_->blocks;

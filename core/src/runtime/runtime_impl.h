@@ -152,6 +152,8 @@ class RuntimeImpl final : public EpochDevice {
   // REQUIRES mutex_. Writes the active table into the active module's alias
   // table (live: a copy on the copy stream).
   Status WriteAliasTable();
+  // REQUIRES: mutex_, no grid running.
+  void UnloadRetiredModules();
   // The staged image after Load, until Commit.
   struct Pending {
     CUmodule module = nullptr;
@@ -212,6 +214,9 @@ class RuntimeImpl final : public EpochDevice {
   OperatorTable table_;
   mutable std::mutex table_mutex_;
   std::unique_ptr<Pending> pending_;
+  // Images replaced by an epoch switch, unloaded at the next quiesce.
+  std::vector<CUmodule> retired_modules_;
+  std::vector<unsigned int> alias_upload_;  // source of the last alias-table copy
   std::unique_lock<std::mutex> quiesce_lock_;
   std::chrono::microseconds quiesce_timeout_{10000000};
   std::mutex update_mutex_;  // one live update at a time

@@ -437,6 +437,7 @@ Status RuntimeImpl::Shutdown() {
   // The pinned host block (queue control, completion words) stays until the
   // destructor: Futures and stats() may still read it after Shutdown().
   if (module_ != nullptr) (void)driver_->cuModuleUnload(module_);
+  UnloadRetiredModules();
   device_block_ = 0;
   module_ = nullptr;
   return first;
