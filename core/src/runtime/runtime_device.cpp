@@ -125,6 +125,7 @@ Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
   GPUOS_RETURN_IF_ERROR(table_.Load(staged.image, pointers, staged.active));
   image_ = std::move(staged.image);
   spec_sets_.push_back(std::move(set));
+  alias_upload_ = table_.AliasTable();
   return LoadModule(image_, table_.AliasTable(), &module_, &queue_worker_);
 }
 

@@ -29,22 +29,30 @@ std::vector<std::pair<std::string, std::string>> VersionPairs(
 }  // namespace
 
 Status RuntimeImpl::WriteAliasTable() {
-  // The previous write must have consumed the buffer before it is refilled.
-  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_), "the alias table"));
-  alias_upload_ = table_.AliasTable();
-  const std::vector<unsigned int>& aliases = alias_upload_;
+  std::vector<unsigned int> aliases = table_.AliasTable();
+  // Only the entries that changed: a flip touches a few words.
+  std::size_t first = 0, last = aliases.size();
+  if (alias_upload_.size() == aliases.size()) {
+    while (first < last && aliases[first] == alias_upload_[first]) ++first;
+    while (last > first && aliases[last - 1] == alias_upload_[last - 1]) --last;
+  }
+  alias_upload_ = std::move(aliases);
+  if (first == last) return Status::Ok();
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kAliasTableSymbol),
            "cuModuleGetGlobal(gpuos_alias_table)"));
+  last = std::min(last, bytes / sizeof(unsigned int));
+  if (first >= last) return Status::Ok();
   // A copy on the copy stream runs next to the worker (the legacy stream
-  // would wait for it). Not waited for: Submit binds slots on the host, the
+  // would wait for it). From pageable memory it returns once the source is
+  // staged; not waited for beyond that: Submit binds slots on the host, the
   // device table serves only late-bound tasks, and later copies on this
   // stream are ordered after it.
-  return Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
-                                         std::min(bytes, aliases.size() * sizeof(unsigned int)),
-                                         copy_stream_),
+  return Cuda(driver_->cuMemcpyHtoDAsync(address + first * sizeof(unsigned int),
+                                         alias_upload_.data() + first,
+                                         (last - first) * sizeof(unsigned int), copy_stream_),
               "writing the alias table");
 }
 
@@ -235,6 +243,7 @@ void RuntimeImpl::Commit(StagedImage staged) {
     std::lock_guard<std::mutex> table_lock(table_mutex_);
     table_ = std::move(pending_->table);
   }
+  alias_upload_ = table_.AliasTable();  // what LoadModule wrote into the new image
   pending_.reset();
   ++stats_.epoch_switches;
 }
