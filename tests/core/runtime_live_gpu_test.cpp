@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -239,6 +240,34 @@ TEST_F(LiveGpuTest, TenThousandCyclesUnderLoadLoseNothing) {
             << " us\n";
 }
 
+// Operators from pack files (RuntimeConfig::pack_paths); a bad path is an
+// error that names it.
+TEST_F(LiveGpuTest, PackPathsGiveTheOperators) {
+  const std::filesystem::path dir = std::filesystem::path(GPUOS_BINARY_DIR) / "live_pack_paths";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "probe.yaml") << testing::ProbeYaml(3);
+  RuntimeConfig config;
+  config.pack_paths = {dir.string()};
+  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_live_cache.db";
+  auto opened = Runtime::Open(config);
+  if (!opened.ok() && opened.status().message().rfind("no CUDA", 0) == 0) {
+    GTEST_SKIP() << opened.status().message();
+  }
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  EXPECT_TRUE((*opened)->control_socket_path().empty()) << "operators not from the repository";
+  auto y = Upload(**opened, std::vector<float>(64, 0.0f));
+  ASSERT_TRUE(y.ok());
+  auto f = SubmitProbes(**opened, *y, 2);
+  ASSERT_TRUE(f.ok() && f->Wait().ok());
+  EXPECT_EQ((*Download(**opened, *y))[5], 8.0f);
+  ASSERT_TRUE((*opened)->Shutdown().ok());
+  config.pack_paths = {(dir / "missing.yaml").string()};
+  auto bad = Runtime::Open(config);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("missing.yaml"), std::string::npos)
+      << bad.status().message();
+}
+
 // A runtime on a repository listens on its control socket; a publish and a
 // rollback reach it through NotifyAll (what gpuos-registry does).
 TEST_F(LiveGpuTest, ControlSocketPublishAndRollback) {
@@ -263,6 +292,15 @@ TEST_F(LiveGpuTest, ControlSocketPublishAndRollback) {
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   Runtime& runtime = **opened;
   ASSERT_FALSE(runtime.control_socket_path().empty());
+  {
+    // A second runtime of this process on the same repository gets its own socket.
+    auto second = Runtime::Open(config);
+    ASSERT_TRUE(second.ok()) << second.status().ToString();
+    EXPECT_NE((*second)->control_socket_path(), runtime.control_socket_path());
+    auto both = control::ListRuntimes(repo_path, std::chrono::seconds(5));
+    ASSERT_TRUE(both.ok());
+    EXPECT_EQ(both->answers.size(), 2u);
+  }
   auto y = Upload(runtime, std::vector<float>(1024, 0.0f));
   ASSERT_TRUE(y.ok());
 

@@ -75,23 +75,32 @@ class RuntimeControlHandler final : public control::ControlHandler {
 }  // namespace
 
 Status RuntimeImpl::StartControlServer(const RuntimeConfig& config) {
-  std::filesystem::path path;
   if (config.control_socket == "off") return Status::Ok();
-  if (!config.control_socket.empty()) {
-    path = config.control_socket;
-  } else if (!config.repository_path.empty()) {
-    path = control::RuntimeSocketPath(config.repository_path, ::getpid());
-  } else {
-    return Status::Ok();  // nobody could find it
+  const bool from_repository = config.operators.empty() && config.pack_paths.empty();
+  if (config.control_socket.empty() && (config.repository_path.empty() || !from_repository)) {
+    return Status::Ok();  // nothing to be told: the operators do not come from a repository
   }
   control_handler_ = std::make_unique<RuntimeControlHandler>(*this);
-  control::ControlServerOptions options;
-  options.socket_path = path;
-  options.handler = control_handler_.get();
-  options.log = [](const std::string& line) {
-    std::cerr << "gpuos control socket: " << line << "\n";
+  auto start = [&](const std::filesystem::path& path) {
+    control::ControlServerOptions options;
+    options.socket_path = path;
+    options.handler = control_handler_.get();
+    options.log = [](const std::string& line) {
+      std::cerr << "gpuos control socket: " << line << "\n";
+    };
+    return control::ControlServer::Start(std::move(options));
   };
-  auto server = control::ControlServer::Start(std::move(options));
+  const std::filesystem::path base =
+      config.control_socket.empty() ? control::RuntimeSocketPath(config.repository_path, ::getpid())
+                                    : std::filesystem::path(config.control_socket);
+  auto server = start(base);
+  // Another runtime of this process on the same repository: <pid>-N.sock.
+  for (int n = 2; config.control_socket.empty() && !server.ok() &&
+                  server.status().code() == StatusCode::kAlreadyExists && n <= 16;
+       ++n) {
+    server = start(base.parent_path() /
+                   (base.stem().string() + "-" + std::to_string(n) + base.extension().string()));
+  }
   if (!server.ok()) {
     return server.status().WithContext(
         "starting the control socket (set RuntimeConfig::control_socket to \"off\" to run "

@@ -5,6 +5,7 @@
 
 #include "gpuos/control/control_server.h"
 #include "gpuos/registry/jit_builder.h"
+#include "gpuos/registry/pack_loader.h"
 #include "gpuos/registry/repository.h"
 #include "runtime_impl.h"
 
@@ -95,10 +96,17 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
 Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
   repository_path_ = config.repository_path;
   quiesce_timeout_ = config.quiesce_timeout;
-  std::vector<registry::OperatorSpec> specs;
+  std::vector<registry::OperatorSpec> specs = config.operators;
   std::map<std::string, registry::SemVer> active;
-  if (!config.operators.empty()) {
-    specs = config.operators;
+  for (const std::string& path : config.pack_paths) {
+    auto packs = registry::LoadPackPath(path);
+    if (!packs.ok()) return packs.status().WithContext("RuntimeConfig::pack_paths");
+    for (auto& pack : *packs) {
+      for (auto& op : pack.operators) specs.push_back(std::move(op));
+    }
+  }
+  if (!specs.empty()) {
+    // Operators given directly: each one's newest version is active.
   } else if (!repository_path_.empty()) {
     registry::RepositoryOptions options;
     options.path = repository_path_;

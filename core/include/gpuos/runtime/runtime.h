@@ -49,6 +49,10 @@ struct RuntimeConfig {
   // When not empty: build the image from these instead (tests, benchmarks);
   // repository_path, when set, is then used as the build cache only.
   std::vector<registry::OperatorSpec> operators;
+  // Pack files or directories of packs (docs/operator-packs.md) whose
+  // operators are added to `operators` (same rules: the repository, when
+  // set, is then the build cache only). Errors name the file.
+  std::vector<std::string> pack_paths;
   int device = 0;
   std::string arch;  // "" = the device's
   std::chrono::microseconds idle_park{200};
@@ -64,8 +68,9 @@ struct RuntimeConfig {
   unsigned int submission_capacity = 1024;
   // The control socket (docs/control-socket.md), through which
   // `gpuos-registry publish` / `rollback` reach this runtime: "" = the
-  // default path for repository_path (`<repository>.runtimes/<pid>.sock`;
-  // no socket without a repository), "off" = none, else this path.
+  // default path when the operators come from repository_path
+  // (`<repository>.runtimes/<pid>.sock`, `<pid>-2.sock` for a second runtime
+  // of the process; no socket otherwise), "off" = none, else this path.
   std::string control_socket;
   // Longest wait for the worker to drain and park at an epoch switch.
   std::chrono::milliseconds quiesce_timeout{10000};
