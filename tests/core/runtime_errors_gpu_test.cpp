@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "gpuos/registry/pack_loader.h"
+#include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
 
 namespace gpuos::runtime {
@@ -54,9 +55,9 @@ operators:
       ctx.for_each([&](long long i) { out.store(i, static_cast<compute_t>(1)); });
 )";
 
-class RuntimeDiagnosticsTest : public ::testing::Test {
+class RuntimeDiagnosticsTest : public testing::GpuRuntimeTest {
  protected:
-  // A runtime over add, mul and spin; sets skip_ without a GPU.
+  // A runtime over add, mul and this file's test operators.
   std::unique_ptr<Runtime> Open(RuntimeConfig config) {
     config.operators = testing::ElementwiseOps({"add", "mul"});
     auto pack = registry::ParsePack(kTestPack, "runtime_errors_gpu_test.cpp");
@@ -66,25 +67,9 @@ class RuntimeDiagnosticsTest : public ::testing::Test {
     }
     for (const auto& spec : pack->operators) config.operators.push_back(spec);
     config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_errors_test_cache.db";
-    auto runtime = Runtime::Open(config);
-    if (!runtime.ok()) {
-      if (runtime.status().code() == StatusCode::kUnavailable &&
-          runtime.status().message().rfind("no CUDA", 0) == 0) {
-        skip_ = runtime.status().message();
-      } else {
-        ADD_FAILURE() << runtime.status().ToString();
-      }
-      return nullptr;
-    }
-    return std::move(runtime).value();
+    return OpenConfig(config);
   }
-  std::string skip_;
 };
-
-#define OPEN_OR_SKIP(var, config)            \
-  auto var = Open(config);                   \
-  if (!skip_.empty()) GTEST_SKIP() << skip_; \
-  ASSERT_NE(var, nullptr)
 
 std::vector<float> Values(std::size_t n, float scale) {
   std::vector<float> v(n);
@@ -108,7 +93,7 @@ Expected<Future> SubmitAdd(Runtime& runtime, const DeviceTensor& x, const Device
 // per runtime, so a second failing graph reported success and every later
 // Synchronize reported the first failure.
 TEST_F(RuntimeDiagnosticsTest, ErrorsBelongToTheirSubmissionAndTheRuntimeKeepsServing) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   constexpr std::size_t kN = 4096;
   auto x = Upload(*runtime, Values(kN, 1.0f));
   auto y = Upload(*runtime, Values(kN, 0.5f));
@@ -176,7 +161,7 @@ TEST_F(RuntimeDiagnosticsTest, ErrorsBelongToTheirSubmissionAndTheRuntimeKeepsSe
 TEST_F(RuntimeDiagnosticsTest, FailuresSurviveTheReuseOfTheirSlot) {
   RuntimeConfig config;
   config.submission_capacity = 4;
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   constexpr std::size_t kN = 256;
   constexpr int kGraphs = 24;
   auto x = Upload(*runtime, Values(kN, 1.0f));
@@ -236,7 +221,7 @@ TEST_F(RuntimeDiagnosticsTest, WatchdogNamesATaskOverTheLimitAndTheRuntimeKeepsS
     std::lock_guard<std::mutex> lock(log_mutex);
     log.push_back(line);
   };
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   auto flag = Upload(*runtime, std::vector<float>(64, 0.0f));
   ASSERT_TRUE(flag.ok());
 
@@ -302,7 +287,7 @@ TEST_F(RuntimeDiagnosticsTest, WatchdogNamesATaskOverTheLimitAndTheRuntimeKeepsS
 TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
   RuntimeConfig config;
   config.trace_capacity = 1u << 14;
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   constexpr std::size_t kN = 1024;
   constexpr int kSteps = 64;
   auto acc = Upload(*runtime, std::vector<float>(kN, 0.0f));

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "gpuos/cuda_driver.h"
+#include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
 
 namespace gpuos::runtime {
@@ -19,22 +20,7 @@ using testing::DeviceTensor;
 using testing::Download;
 using testing::Upload;
 
-class RuntimeGpuTest : public ::testing::Test {
- protected:
-  std::unique_ptr<Runtime> Open(RuntimeConfig config = {}) {
-    std::string skip, error;
-    auto runtime = testing::OpenTestRuntime(config, &skip, &error);
-    if (!skip.empty()) skip_ = skip;
-    if (!error.empty()) ADD_FAILURE() << error;
-    return runtime;
-  }
-  std::string skip_;
-};
-
-#define OPEN_OR_SKIP(var, config)            \
-  auto var = Open(config);                   \
-  if (!skip_.empty()) GTEST_SKIP() << skip_; \
-  ASSERT_NE(var, nullptr)
+class RuntimeGpuTest : public testing::GpuRuntimeTest {};
 
 std::vector<float> Filled(std::size_t n, float value) { return std::vector<float>(n, value); }
 
@@ -48,7 +34,7 @@ std::vector<float> Iota(std::size_t n, float scale) {
 // adds alpha * ones. A task that ran before its predecessor would read a
 // stale buffer and the sum would be off.
 TEST_F(RuntimeGpuTest, ChainOfThousandsOfDependentTasks) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   constexpr std::size_t kN = 20000;
   constexpr int kSteps = 2000;
   auto x = Upload(*runtime, Iota(kN, 0.5f));
@@ -86,7 +72,7 @@ TEST_F(RuntimeGpuTest, ChainOfThousandsOfDependentTasks) {
 
 // root -> 16 branches (a + k) -> pairwise tree of adds -> one output.
 TEST_F(RuntimeGpuTest, FanOutFanIn) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   constexpr std::size_t kN = 4096;
   constexpr int kBranches = 16;
   auto x = Upload(*runtime, Iota(kN, 1.0f));
@@ -140,7 +126,7 @@ TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
   config.tensor_capacity = 64;
   config.successor_capacity = 64;
   config.submission_capacity = 4;
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   constexpr int kGraphs = 300;
   constexpr int kSteps = 8;
   constexpr std::size_t kN = 256;
@@ -181,7 +167,7 @@ TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
 TEST_F(RuntimeGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
   RuntimeConfig config;
   config.idle_park = std::chrono::microseconds(200);
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   constexpr std::size_t kN = 1000;
   auto acc = Upload(*runtime, Filled(kN, 0.0f));
   auto ones = Upload(*runtime, Filled(kN, 1.0f));
@@ -209,7 +195,7 @@ TEST_F(RuntimeGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
 TEST_F(RuntimeGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
   RuntimeConfig config;
   config.idle_park = std::chrono::microseconds(500);
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   auto acc = Upload(*runtime, Filled(100, 0.0f));
   auto ones = Upload(*runtime, Filled(100, 1.0f));
   ASSERT_TRUE(acc.ok() && ones.ok());
@@ -244,7 +230,7 @@ TEST_F(RuntimeGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
 
 // Many independent no-op and tiny tasks in one graph, and a failing task.
 TEST_F(RuntimeGpuTest, IndependentTasksAndErrors) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   TaskGraph noops(*runtime);
   for (int i = 0; i < 10000; ++i) ASSERT_TRUE(noops.AddNoop().ok());
   auto done = runtime->Submit(noops);

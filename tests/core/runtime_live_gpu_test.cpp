@@ -15,6 +15,7 @@
 #include "gpuos/control/control_client.h"
 #include "gpuos/registry/repository.h"
 #include "live_probe.h"
+#include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
 
 namespace gpuos::runtime {
@@ -35,33 +36,18 @@ registry::OperatorSpec Probe(std::uint32_t minor, const std::string& body = "") 
 
 float Increment(const SemVer& version) { return testing::ProbeIncrement(version.minor); }
 
-class LiveGpuTest : public ::testing::Test {
+class LiveGpuTest : public testing::GpuRuntimeTest {
  protected:
+  // A runtime over add and the given probe versions, without a control socket.
   std::unique_ptr<Runtime> Open(std::vector<registry::OperatorSpec> probes) {
     RuntimeConfig config;
     config.operators = testing::ElementwiseOps({"add"});
     for (auto& p : probes) config.operators.push_back(std::move(p));
     config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_live_cache.db";
     config.control_socket = "off";
-    auto runtime = Runtime::Open(config);
-    if (!runtime.ok()) {
-      if (runtime.status().code() == StatusCode::kUnavailable &&
-          runtime.status().message().rfind("no CUDA", 0) == 0) {
-        skip_ = runtime.status().message();
-      } else {
-        ADD_FAILURE() << runtime.status().ToString();
-      }
-      return nullptr;
-    }
-    return std::move(runtime).value();
+    return OpenConfig(config);
   }
-  std::string skip_;
 };
-
-#define OPEN_OR_SKIP(var, probes)            \
-  auto var = Open(probes);                   \
-  if (!skip_.empty()) GTEST_SKIP() << skip_; \
-  ASSERT_NE(var, nullptr)
 
 // `steps` in-place probes on `y`: y += steps * increment of the bound version.
 Expected<Future> SubmitProbes(Runtime& runtime, const DeviceTensor& y, int steps) {
@@ -75,7 +61,7 @@ Expected<Future> SubmitProbes(Runtime& runtime, const DeviceTensor& y, int steps
 }
 
 TEST_F(LiveGpuTest, AliasFlipBindsSubmissionsToTheirVersion) {
-  OPEN_OR_SKIP(runtime, (std::vector<registry::OperatorSpec>{Probe(0), Probe(1)}));
+  OPEN_OR_SKIP(runtime, Open((std::vector<registry::OperatorSpec>{Probe(0), Probe(1)})));
   EXPECT_EQ(runtime->Resolve("probe", DType::kF32)->version, (SemVer{1, 1, 0}));
   constexpr std::size_t kN = 1 << 16;
   constexpr int kSteps = 300;  // long enough to still run when the flip lands
@@ -104,7 +90,7 @@ TEST_F(LiveGpuTest, AliasFlipBindsSubmissionsToTheirVersion) {
 }
 
 TEST_F(LiveGpuTest, EpochSwitchAndAFailedStagedImage) {
-  OPEN_OR_SKIP(runtime, (std::vector<registry::OperatorSpec>{Probe(0), Probe(1)}));
+  OPEN_OR_SKIP(runtime, Open((std::vector<registry::OperatorSpec>{Probe(0), Probe(1)})));
   auto y = Upload(*runtime, std::vector<float>(4096, 0.0f));
   ASSERT_TRUE(y.ok());
   auto before = SubmitProbes(*runtime, *y, 50);  // in flight during the switch
@@ -140,7 +126,7 @@ TEST_F(LiveGpuTest, EpochSwitchAndAFailedStagedImage) {
 // increment of the version it was submitted against to its own buffer; a
 // lost, re-run or misrouted task changes the sum.
 TEST_F(LiveGpuTest, TenThousandCyclesUnderLoadLoseNothing) {
-  OPEN_OR_SKIP(runtime, (std::vector<registry::OperatorSpec>{Probe(0), Probe(1)}));
+  OPEN_OR_SKIP(runtime, Open((std::vector<registry::OperatorSpec>{Probe(0), Probe(1)})));
   constexpr int kCycles = 10000;
   constexpr int kSteps = 4;
   constexpr std::size_t kN = 256;

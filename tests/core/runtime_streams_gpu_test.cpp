@@ -10,6 +10,7 @@
 #include <cmath>
 #include <thread>
 
+#include "runtime_gpu_fixture.h"
 #include "runtime_stream_util.h"
 #include "runtime_test_util.h"
 
@@ -25,28 +26,7 @@ using testing::UserStream;
 
 constexpr std::size_t kN = 4096;
 
-class RuntimeStreamsGpuTest : public ::testing::Test {
- protected:
-  std::unique_ptr<Runtime> Open(RuntimeConfig config = {}) {
-    std::string skip, error;
-    auto runtime = testing::OpenTestRuntime(config, &skip, &error);
-    if (!skip.empty()) skip_ = skip;
-    if (!error.empty()) ADD_FAILURE() << error;
-    return runtime;
-  }
-  std::string skip_;
-};
-
-#define OPEN_OR_SKIP(var, config)            \
-  auto var = Open(config);                   \
-  if (!skip_.empty()) GTEST_SKIP() << skip_; \
-  ASSERT_NE(var, nullptr)
-
-#define ASSERT_OK(expression)                        \
-  do {                                               \
-    const ::gpuos::Status status_ = (expression);    \
-    ASSERT_TRUE(status_.ok()) << status_.ToString(); \
-  } while (0)
+class RuntimeStreamsGpuTest : public testing::GpuRuntimeTest {};
 
 std::vector<float> Filled(std::size_t n, float value) { return std::vector<float>(n, value); }
 
@@ -78,7 +58,7 @@ void ExpectAll(const std::vector<float>& values, float expected) {
 }
 
 TEST_F(RuntimeStreamsGpuTest, SubmissionWaitsForAStreamWithoutBlockingAnyoneElse) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   auto buffers = MakeBuffers(*runtime);
   ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
   auto stream = UserStream::Create();
@@ -128,7 +108,7 @@ TEST_F(RuntimeStreamsGpuTest, SubmissionWaitsForAStreamWithoutBlockingAnyoneElse
 // The case: a long kernel (memsets over 8 GiB) then a small write on
 // a user stream; the graph reads the small write's result.
 TEST_F(RuntimeStreamsGpuTest, SubmissionSeesTheResultOfALongStream) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   auto buffers = MakeBuffers(*runtime);
   ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
   constexpr std::size_t kBigWords = std::size_t{1} << 28;  // 1 GiB
@@ -161,7 +141,7 @@ TEST_F(RuntimeStreamsGpuTest, SubmissionSeesTheResultOfALongStream) {
 // Three-way: stream A (held back) -> gpuos graph -> stream B copies the
 // result to the host. Every call returns while A is still held back.
 TEST_F(RuntimeStreamsGpuTest, StreamWaitsForASubmission) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   auto buffers = MakeBuffers(*runtime);
   ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
   auto producer = UserStream::Create();
@@ -208,7 +188,7 @@ TEST_F(RuntimeStreamsGpuTest, StreamWaitsForASubmission) {
 TEST_F(RuntimeStreamsGpuTest, StreamWaitsAcrossReusedSlots) {
   RuntimeConfig config;
   config.submission_capacity = 4;
-  OPEN_OR_SKIP(runtime, config);
+  OPEN_OR_SKIP(runtime, Open(config));
   constexpr int kGraphs = 12;
   constexpr int kSteps = 50;
   auto ones = Upload(*runtime, Filled(kN, 1.0f));
@@ -249,7 +229,7 @@ TEST_F(RuntimeStreamsGpuTest, StreamWaitsAcrossReusedSlots) {
 }
 
 TEST_F(RuntimeStreamsGpuTest, RefusesTheLegacyStreamAndAcceptsEmptyFutures) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   auto buffers = MakeBuffers(*runtime);
   ASSERT_TRUE(buffers.ok());
   TaskGraph graph(*runtime);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <thread>
 
+#include "runtime_gpu_fixture.h"
 #include "runtime_stream_util.h"
 #include "runtime_test_util.h"
 
@@ -19,28 +20,7 @@ namespace {
 using testing::HostLatch;
 using testing::UserStream;
 
-class RuntimeTensorsGpuTest : public ::testing::Test {
- protected:
-  std::unique_ptr<Runtime> Open(RuntimeConfig config = {}) {
-    std::string skip, error;
-    auto runtime = testing::OpenTestRuntime(config, &skip, &error);
-    if (!skip.empty()) skip_ = skip;
-    if (!error.empty()) ADD_FAILURE() << error;
-    return runtime;
-  }
-  std::string skip_;
-};
-
-#define OPEN_OR_SKIP(var, config)            \
-  auto var = Open(config);                   \
-  if (!skip_.empty()) GTEST_SKIP() << skip_; \
-  ASSERT_NE(var, nullptr)
-
-#define ASSERT_OK(expression)                        \
-  do {                                               \
-    const ::gpuos::Status status_ = (expression);    \
-    ASSERT_TRUE(status_.ok()) << status_.ToString(); \
-  } while (0)
+class RuntimeTensorsGpuTest : public testing::GpuRuntimeTest {};
 
 std::vector<float> Ramp(std::size_t n, float scale, float offset) {
   std::vector<float> v(n);
@@ -63,7 +43,7 @@ Expected<std::vector<float>> Read(Runtime& runtime, const Tensor& t) {
 // allocate -> fill -> add -> drop the inputs (and the graph) right after
 // Submit -> allocate and overwrite new tensors -> result still right.
 TEST_F(RuntimeTensorsGpuTest, TensorsDroppedAfterSubmitStayAliveUntilDone) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   constexpr std::size_t kN = 256 * 64;
   const std::vector<float> a_values = Ramp(kN, 0.5f, 1.0f);
   const std::vector<float> b_values = Ramp(kN, -0.25f, 3.0f);
@@ -125,7 +105,7 @@ TEST_F(RuntimeTensorsGpuTest, TensorsDroppedAfterSubmitStayAliveUntilDone) {
 // strided output view, checked against the CPU; elements the output view
 // skips keep their poison.
 TEST_F(RuntimeTensorsGpuTest, ViewsBroadcastAndStridedOutputs) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   const std::vector<float> m_values = Ramp(64 * 32, 0.125f, -2.0f);  // m: [64, 32]
   const std::vector<float> bias_values = Ramp(64, 1.5f, 0.5f);       // bias: [64]
   auto m = Filled(*runtime, {64, 32}, m_values);
@@ -158,7 +138,7 @@ TEST_F(RuntimeTensorsGpuTest, ViewsBroadcastAndStridedOutputs) {
 }
 
 TEST_F(RuntimeTensorsGpuTest, WrapsExternalMemoryWithoutCopying) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   constexpr std::size_t kN = 8192;
   const std::vector<float> values = Ramp(kN, 0.75f, -10.0f);
   auto raw = runtime->Allocate(kN * sizeof(float));  // memory "another library" owns
@@ -207,7 +187,7 @@ TEST_F(RuntimeTensorsGpuTest, WrapsExternalMemoryWithoutCopying) {
 }
 
 TEST_F(RuntimeTensorsGpuTest, BadWrapsCopiesAndTasksAreErrors) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   std::vector<float> host(64, 1.0f);
   bool released = false;
   auto on_host = runtime->Wrap(reinterpret_cast<std::uint64_t>(host.data()), DType::kF32, {64}, {},
@@ -244,7 +224,7 @@ TEST_F(RuntimeTensorsGpuTest, BadWrapsCopiesAndTasksAreErrors) {
 }
 
 TEST_F(RuntimeTensorsGpuTest, TrimReturnsFreeBlocksOnlyWhenNothingRuns) {
-  OPEN_OR_SKIP(runtime, RuntimeConfig{});
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   auto x = runtime->Empty({1024}, DType::kF32);
   auto y = runtime->Empty({1024}, DType::kF32);
   ASSERT_TRUE(x.ok() && y.ok());

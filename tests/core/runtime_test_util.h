@@ -26,16 +26,10 @@ inline std::vector<registry::OperatorSpec> ElementwiseOps(const std::vector<std:
   return ops;
 }
 
-// Opens a runtime over add/mul (cache in the build tree); sets *skip to the
-// reason when there is no GPU.
-inline std::unique_ptr<Runtime> OpenTestRuntime(RuntimeConfig config, std::string* skip,
-                                                std::string* error) {
-  config.operators = ElementwiseOps({"add", "mul"});
-  if (config.operators.size() != 2) {
-    *error = "std_elementwise.yaml lacks add or mul";
-    return nullptr;
-  }
-  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
+// Opens `config`; sets *skip to the reason when there is no GPU, *error to
+// any other failure.
+inline std::unique_ptr<Runtime> OpenOrSkip(const RuntimeConfig& config, std::string* skip,
+                                           std::string* error) {
   auto runtime = Runtime::Open(config);
   if (!runtime.ok()) {
     if (runtime.status().code() == StatusCode::kUnavailable &&
@@ -47,6 +41,19 @@ inline std::unique_ptr<Runtime> OpenTestRuntime(RuntimeConfig config, std::strin
     return nullptr;
   }
   return std::move(runtime).value();
+}
+
+// Opens a runtime over add/mul (cache in the build tree); sets *skip to the
+// reason when there is no GPU.
+inline std::unique_ptr<Runtime> OpenTestRuntime(RuntimeConfig config, std::string* skip,
+                                                std::string* error) {
+  config.operators = ElementwiseOps({"add", "mul"});
+  if (config.operators.size() != 2) {
+    *error = "std_elementwise.yaml lacks add or mul";
+    return nullptr;
+  }
+  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
+  return OpenOrSkip(config, skip, error);
 }
 
 // A float tensor in device memory.

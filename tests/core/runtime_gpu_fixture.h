@@ -1,0 +1,52 @@
+// The fixture of the runtime's GPU tests: opens runtimes and skips a test,
+// with the reason, where there is no GPU. One copy for every GPU test file.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime_test_util.h"
+
+namespace gpuos::runtime::testing {
+
+class GpuRuntimeTest : public ::testing::Test {
+ protected:
+  // A runtime over add/mul (OpenTestRuntime).
+  std::unique_ptr<Runtime> Open(RuntimeConfig config = {}) {
+    std::string skip, error;
+    auto runtime = OpenTestRuntime(config, &skip, &error);
+    Note(skip, error);
+    return runtime;
+  }
+  // A runtime over `config` as given.
+  std::unique_ptr<Runtime> OpenConfig(const RuntimeConfig& config) {
+    std::string skip, error;
+    auto runtime = OpenOrSkip(config, &skip, &error);
+    Note(skip, error);
+    return runtime;
+  }
+  std::string skip_;  // why the GPU part cannot run here; empty on a GPU
+
+ private:
+  void Note(const std::string& skip, const std::string& error) {
+    if (!skip.empty()) skip_ = skip;
+    if (!error.empty()) ADD_FAILURE() << error;
+  }
+};
+
+}  // namespace gpuos::runtime::testing
+
+// Opens a runtime with `open_expression` (a fixture call) into `var`, or
+// skips the test where there is no GPU.
+#define OPEN_OR_SKIP(var, open_expression)   \
+  auto var = open_expression;                \
+  if (!skip_.empty()) GTEST_SKIP() << skip_; \
+  ASSERT_NE(var, nullptr)
+
+#define ASSERT_OK(expression)                        \
+  do {                                               \
+    const ::gpuos::Status status_ = (expression);    \
+    ASSERT_TRUE(status_.ok()) << status_.ToString(); \
+  } while (0)
