@@ -34,41 +34,19 @@
 #include <thread>
 
 #include "../tests/core/runtime_test_util.h"
+#include "bench_util.h"
 #include "gpuos/cuda_driver.h"
 #include "gpuos/device/phase_timing.cuh"
 
 namespace gpuos::runtime {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::Samples;
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
+double Since(Clock::time_point t0) { return bench::MicrosecondsSince(t0); }
 
-struct Samples {
-  std::vector<double> us;
-  double Percentile(double p) const {
-    std::vector<double> s = us;
-    std::sort(s.begin(), s.end());
-    return s.empty() ? 0 : s[static_cast<std::size_t>(p * (s.size() - 1))];
-  }
-};
-
-const Status& StatusOf(const Status& status) { return status; }
-template <typename T>
-Status StatusOf(const Expected<T>& value) {
-  return value.status();
-}
-
-#define CHECK_OK(expr)                                                                \
-  do {                                                                                \
-    const Status _s = StatusOf(expr);                                                 \
-    if (!_s.ok()) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, _s.ToString().c_str()); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+#define CHECK_OK(expr) GPUOS_BENCH_CHECK(expr)
 #define CHECK_CU(expr) CHECK_OK(CudaStatus(*d, (expr), #expr))
 
 int Main(int argc, char** argv) {

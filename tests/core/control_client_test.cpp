@@ -20,7 +20,7 @@ TEST(ControlClient, RuntimeDirectoryIsASiblingOfTheRepository) {
 
 TEST(ControlClient, NotifyAllReachesEveryLiveRuntimeAndRemovesStaleOnes) {
   TempDir dir;
-  const auto repository = dir.path() / "repo.db";
+  const std::filesystem::path repository = dir.File("repo.db");
   FakeHandler first("image-1"), second("image-2");
   std::vector<std::unique_ptr<ControlServer>> servers;
   for (auto [pid, handler] : {std::pair{1001, &first}, std::pair{1002, &second}}) {
@@ -68,7 +68,7 @@ TEST(ControlClient, NotifyAllReachesEveryLiveRuntimeAndRemovesStaleOnes) {
 
 TEST(ControlClient, NoRuntimeDirectoryMeansNoRuntimes) {
   TempDir dir;
-  auto report = ListRuntimes(dir.path() / "repo.db", kTimeout);
+  auto report = ListRuntimes(dir.File("repo.db"), kTimeout);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->answers.empty());
   EXPECT_TRUE(report->stale_removed.empty());
@@ -78,7 +78,7 @@ TEST(ControlClient, SendRequestToNobodyIsUnavailable) {
   TempDir dir;
   Request request;
   request.id = 1;
-  auto missing = SendRequest(dir.path() / "none.sock", request, kTimeout);
+  auto missing = SendRequest(dir.File("none.sock"), request, kTimeout);
   EXPECT_EQ(missing.status().code(), StatusCode::kUnavailable) << missing.status().ToString();
 }
 

@@ -56,7 +56,7 @@ Request StatusRequest(std::int64_t id) {
 }
 
 TEST_F(ControlServerTest, AnswersRequestsOnOneConnection) {
-  auto server = StartAt(dir_.path() / "rt.sock");
+  auto server = StartAt(dir_.File("rt.sock"));
   ASSERT_NE(server, nullptr);
   int fd = testing::RawConnect(server->socket_path());
   ASSERT_GE(fd, 0);
@@ -107,7 +107,7 @@ struct BadInput {
 };
 
 TEST_F(ControlServerTest, BadFramesAreRejectedWhileOtherConnectionsAreServed) {
-  auto server = StartAt(dir_.path() / "rt.sock");
+  auto server = StartAt(dir_.File("rt.sock"));
   ASSERT_NE(server, nullptr);
   const std::string not_json = "this is not json";
   const std::string unknown = R"({"protocol":1,"id":77,"command":"reboot"})";
@@ -147,7 +147,7 @@ TEST_F(ControlServerTest, BadFramesAreRejectedWhileOtherConnectionsAreServed) {
 }
 
 TEST_F(ControlServerTest, AnswerToAnUnknownCommandKeepsTheRequestId) {
-  auto server = StartAt(dir_.path() / "rt.sock");
+  auto server = StartAt(dir_.File("rt.sock"));
   ASSERT_NE(server, nullptr);
   int fd = testing::RawConnect(server->socket_path());
   const std::string body = R"({"protocol":1,"id":77,"command":"reboot"})";
@@ -159,7 +159,7 @@ TEST_F(ControlServerTest, AnswerToAnUnknownCommandKeepsTheRequestId) {
 }
 
 TEST_F(ControlServerTest, IdleConnectionTimesOut) {
-  ControlServerOptions options = Options(dir_.path() / "rt.sock");
+  ControlServerOptions options = Options(dir_.File("rt.sock"));
   options.read_timeout = std::chrono::milliseconds(150);
   auto server = ControlServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -174,7 +174,7 @@ TEST_F(ControlServerTest, IdleConnectionTimesOut) {
 }
 
 TEST_F(ControlServerTest, SocketIsOwnerOnlyInAnOwnerOnlyDirectory) {
-  const auto path = dir_.path() / "runtimes" / "rt.sock";
+  const auto path = std::filesystem::path(dir_.File("runtimes")) / "rt.sock";
   auto server = StartAt(path);
   ASSERT_NE(server, nullptr);
   struct stat info {};
@@ -190,7 +190,7 @@ TEST_F(ControlServerTest, SocketIsOwnerOnlyInAnOwnerOnlyDirectory) {
 }
 
 TEST_F(ControlServerTest, StaleSocketIsReplacedLiveOneIsRefused) {
-  const auto path = dir_.path() / "rt.sock";
+  const auto path = dir_.File("rt.sock");
   ASSERT_TRUE(testing::MakeStaleSocket(path));
   auto first = StartAt(path);
   ASSERT_NE(first, nullptr);
@@ -203,16 +203,16 @@ TEST_F(ControlServerTest, StaleSocketIsReplacedLiveOneIsRefused) {
   // The refused start must leave the live server alone.
   EXPECT_TRUE(SendRequest(path, StatusRequest(2), std::chrono::seconds(2)).ok());
 
-  const auto regular = dir_.path() / "file.sock";
+  const auto regular = dir_.File("file.sock");
   { std::ofstream(regular) << "x"; }
   auto on_file = ControlServer::Start(Options(regular));
   ASSERT_FALSE(on_file.ok());
   EXPECT_EQ(on_file.status().code(), StatusCode::kFailedPrecondition);
 
-  ControlServerOptions no_handler = Options(dir_.path() / "x.sock");
+  ControlServerOptions no_handler = Options(dir_.File("x.sock"));
   no_handler.handler = nullptr;
   EXPECT_EQ(ControlServer::Start(no_handler).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ControlServer::Start(Options(dir_.path() / std::string(120, 'a'))).status().code(),
+  EXPECT_EQ(ControlServer::Start(Options(dir_.File(std::string(120, 'a')))).status().code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -233,7 +233,7 @@ TEST_F(ControlServerTest, ClientOfAnotherUidIsRefused) {
     GTEST_SKIP() << "needs root to fork a client with another uid (running as uid " << ::geteuid()
                  << ")";
   }
-  const auto path = dir_.path() / "runtimes" / "rt.sock";
+  const auto path = std::filesystem::path(dir_.File("runtimes")) / "rt.sock";
   auto server = StartAt(path);
   ASSERT_NE(server, nullptr);
   // File permissions alone stop the other user (0700 directory, 0600 socket).

@@ -17,27 +17,11 @@
 
 #include "gpuos/control/control_server.h"
 #include "gpuos/control/protocol.h"
+#include "temp_dir.h"
 
 namespace gpuos::control::testing {
 
-// A fresh directory under /tmp (short: socket paths must fit 108 bytes),
-// removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/gpuos-ctl-XXXXXX";
-    const char* made = ::mkdtemp(pattern);
-    if (made != nullptr) path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using gpuos::testing::TempDir;
 
 // Records what it was told; answers with a fixed image name.
 class FakeHandler : public ControlHandler {

@@ -13,33 +13,11 @@
 
 #include "gpuos/registry/operator_spec.h"
 #include "gpuos/registry/repository.h"
+#include "temp_dir.h"
 
 namespace gpuos::registry::testing {
 
-// A fresh directory under the system temp directory, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "gpuos-repo-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::add, ignored);
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using gpuos::testing::TempDir;
 
 inline SemVer V(const std::string& text) { return SemVer::Parse(text).value(); }
 

@@ -23,15 +23,4 @@ CommandResult RunCommand(const std::string& command_line) {
   return result;
 }
 
-TempDir::TempDir() {
-  std::string templ = (std::filesystem::temp_directory_path() / "gpuos-test-XXXXXX").string();
-  char* made = mkdtemp(templ.data());
-  path_ = made != nullptr ? made : "";
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
-
 }  // namespace gpuos::testing

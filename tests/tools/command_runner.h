@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "temp_dir.h"
+
 namespace gpuos::testing {
 
 struct CommandResult {
@@ -13,16 +15,5 @@ struct CommandResult {
 // Runs `command_line` through /bin/sh with `env` prepended (e.g.
 // "GPUOS_REGISTRY=/tmp/x.db "). Never throws.
 CommandResult RunCommand(const std::string& command_line);
-
-// A fresh directory under the system temp dir, removed by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace gpuos::testing
