@@ -44,8 +44,8 @@ class RuntimeControlHandler final : public control::ControlHandler {
     const RuntimeStats stats = runtime_.Stats();
     return nlohmann::json{{"pid", static_cast<long long>(::getpid())},
                           {"device", runtime_.device_name()},
-                          {"image", runtime_.image().key},
-                          {"arch", runtime_.image().arch},
+                          {"image", runtime_.ImageKey()},
+                          {"arch", runtime_.arch()},
                           {"operators", operators},
                           {"submissions", stats.submissions},
                           {"tasks", stats.tasks_submitted},

@@ -95,6 +95,7 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
 
 Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
   repository_path_ = config.repository_path;
+  from_repository_ = config.operators.empty() && config.pack_paths.empty();
   quiesce_timeout_ = config.quiesce_timeout;
   std::vector<registry::OperatorSpec> specs = config.operators;
   std::map<std::string, registry::SemVer> active;
@@ -352,7 +353,7 @@ Expected<OperatorRef> RuntimeImpl::Resolve(const std::string& op, DType dtype,
     std::lock_guard<std::mutex> lock(table_mutex_);
     return table_.Resolve(op, dtype, out_dtype);
   }();
-  if (found.ok() || repository_path_.empty() || shut_down_) return found;
+  if (found.ok() || repository_path_.empty() || !from_repository_ || shut_down_) return found;
   // An operator the active image lacks but the repository has: stage an
   // image with it (an epoch switch, docs/live-update.md), then resolve.
   registry::RepositoryOptions options;

@@ -130,6 +130,12 @@ class RuntimeImpl final : public EpochDevice {
   void StopControlServer();
   std::string control_socket_path() const;
   const std::string& repository_path() const { return repository_path_; }
+  // The active image's build-cache key (a copy: an epoch switch replaces it).
+  std::string ImageKey() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return image_.key;
+  }
+  const std::string& arch() const { return arch_; }
 
   // runtime_trace.cpp
   Expected<std::vector<TraceEvent>> TraceEvents() const;
@@ -207,6 +213,9 @@ class RuntimeImpl final : public EpochDevice {
   registry::KernelImage image_;
   std::string arch_;
   std::string repository_path_;  // "" = none
+  // The operators come from the repository (not RuntimeConfig::operators or
+  // pack_paths): only then does a missing operator trigger staging.
+  bool from_repository_ = false;
   // Every spec set ever loaded, the active one last: OperatorRef::spec
   // pointers handed out stay valid across epochs.
   std::vector<std::unique_ptr<std::vector<registry::OperatorSpec>>> spec_sets_;
