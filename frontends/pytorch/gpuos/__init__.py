@@ -31,11 +31,15 @@ __all__ = ["compile", "backend", "stats", "reset_stats", "lower", "available", "
 __version__ = "0.1.0"
 
 
-def compile(fn: Callable, *, cache_size: int = DEFAULT_CACHE_SIZE) -> CompiledFunction:
+def compile(fn: Callable, *, cache_size: int = DEFAULT_CACHE_SIZE,
+            executor: str = "gpuos") -> CompiledFunction:
     """Returns `fn` compiled for gpuos: traced at its first call for each
     input layout (at most `cache_size` layouts kept), replayed with one
-    submission per call. Inference only: calls that need autograd run eagerly."""
-    return CompiledFunction(fn, cache_size)
+    submission per call (one per segment when the graph has ops gpuos cannot
+    run, which run eagerly in between). Inference only: calls that need
+    autograd run eagerly. `executor="reference"` runs the programs with the
+    CPU reference interpreter instead (tests, no GPU needed)."""
+    return CompiledFunction(fn, cache_size, executor)
 
 
 def lower(fn: Callable, *example_inputs: torch.Tensor) -> Program:

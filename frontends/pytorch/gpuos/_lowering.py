@@ -274,9 +274,17 @@ def _value_of(node_or_const: Any, env: dict) -> Any:
     return env[node_or_const] if isinstance(node_or_const, torch.fx.Node) else node_or_const
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> Program:
+def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
+          split: bool = False) -> Program:
     """Lowers `gm` (aten level, with node.meta['val'], as make_fx makes it)
-    for inputs laid out like `example_inputs`."""
+    for inputs laid out like `example_inputs`.
+
+    With `split`, an op that cannot be lowered does not poison its users:
+    its node is recorded in `Program.eager_nodes` (node -> reason) and its
+    value is taken as if it came from outside (fresh input buffers laid out
+    like node.meta['val']), so that every op gpuos can run is found. Such a
+    program is only a classification (gpuos/_split.py lowers each segment
+    again); it has no results when any node is eager."""
     from ._aten import TABLE  # the rules import this module
 
     devices = {t.device for t in example_inputs if isinstance(t, torch.Tensor)}
@@ -288,6 +296,20 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> P
         unsupported["inputs"] = f"inputs on several devices: {sorted(map(str, devices))}"
     env: dict[torch.fx.Node, Any] = {}
     failed = object()
+    eager_nodes: dict[torch.fx.Node, str] = {}
+
+    def give_up(node: torch.fx.Node, name: str, reason: str) -> None:
+        unsupported.setdefault(name, reason)
+        env[node] = failed
+        if split:
+            eager_nodes[node] = reason
+            try:
+                env[node] = pytree.tree_map(
+                    lambda v: ctx.input(-1, v) if isinstance(v, torch.Tensor) else v,
+                    node.meta.get("val"))
+            except Unsupported:
+                pass
+
     placeholders = 0
     outputs: list[Any] = []
     output_spec = None
@@ -320,22 +342,23 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> P
             args = pytree.tree_map(lambda a: _value_of(a, env), node.args)
             kwargs = pytree.tree_map(lambda a: _value_of(a, env), node.kwargs)
             if any(a is failed for a in pytree.tree_leaves((args, kwargs))):
-                env[node] = failed
+                if split and name != "getitem":
+                    give_up(node, name, "an argument could not be lowered")
+                else:
+                    env[node] = failed
                 continue
             if name == "getitem":
                 env[node] = args[0][args[1]]
                 continue
             rule = TABLE.get(name)
             if rule is None:
-                unsupported.setdefault(name, "no lowering for this aten overload")
-                env[node] = failed
+                give_up(node, name, "no lowering for this aten overload")
                 continue
             ctx.source = name
             try:
                 env[node] = rule(ctx, node, _bind(node, args, kwargs))
             except Unsupported as e:
-                unsupported.setdefault(name, str(e))
-                env[node] = failed
+                give_up(node, name, str(e))
         elif node.op == "output":
             leaves, output_spec = pytree.tree_flatten(node.args[0])
             outputs = [_value_of(leaf, env) for leaf in leaves]
@@ -347,7 +370,9 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor]) -> P
             results = _results(ctx, outputs)
         except Unsupported as e:
             unsupported["output"] = str(e)
-    return Program(ctx.buffers, ctx.tasks, results, device, output_spec, unsupported, aten_ops)
+    program = Program(ctx.buffers, ctx.tasks, results, device, output_spec, unsupported, aten_ops)
+    program.eager_nodes = eager_nodes
+    return program
 
 
 def _results(ctx: Lowering, outputs: list[Any]) -> list[Result]:

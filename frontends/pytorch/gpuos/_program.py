@@ -98,6 +98,8 @@ class Program:
     output_spec: Any = None  # torch.utils._pytree spec of the outputs
     unsupported: dict[str, str] = field(default_factory=dict)  # aten op -> reason
     aten_ops: dict[str, int] = field(default_factory=dict)  # every call in the graph
+    # lower(split=True): graph nodes that must run eagerly -> why.
+    eager_nodes: dict[Any, str] = field(default_factory=dict)
 
     @property
     def supported(self) -> bool:

@@ -38,7 +38,9 @@ class Stats:
         self.reset()
 
     def reset(self) -> None:
-        self.compiled_calls = 0  # calls replayed on gpuos (one submission each)
+        self.compiled_calls = 0  # calls replayed on gpuos as a whole (one submission each)
+        self.split_calls = 0  # calls of split graphs (segments on gpuos, eager ops between)
+        self.submissions = 0  # submissions of whole programs and of segments
         self.tasks = 0  # tasks submitted by those calls
         self.eager_calls = 0  # calls that ran eagerly instead
         self.traces = 0
@@ -52,6 +54,17 @@ class Stats:
         for name, count in aten_ops.items():
             self.fallbacks[name] += count
         for name, reason in reasons.items():
+            self.fallback_reasons.setdefault(name, reason)
+
+
+    def note_split(self, call: Any) -> None:
+        """One call of a split graph (a gpuos._split.CallStats)."""
+        self.split_calls += 1
+        self.submissions += call.submissions
+        self.tasks += call.tasks
+        for name, count in call.eager_ops.items():
+            self.fallbacks[name] += count
+        for name, reason in call.reasons.items():
             self.fallback_reasons.setdefault(name, reason)
 
 
@@ -84,8 +97,9 @@ def runtime(device_index: int) -> Any:
 def snapshot() -> dict[str, Any]:
     s = STATS
     result: dict[str, Any] = {
-        "submissions": s.compiled_calls,
+        "submissions": s.submissions,
         "compiled_calls": s.compiled_calls,
+        "split_calls": s.split_calls,
         "tasks": s.tasks,
         "eager_calls": s.eager_calls,
         "traces": s.traces,

@@ -138,3 +138,45 @@ def test_attention_and_outputs_are_torch_tensors(gpu):
     assert (out * 2).sum().isfinite()  # usable by PyTorch, freed by its allocator
     runtime_stats = gpuos.stats()["runtimes"]["cuda:0"]
     assert runtime_stats["submissions"] >= 1
+
+
+def _sandwich(x, w):
+    y = torch.relu(x @ w) * 2 + 1
+    z = torch.cumsum(y, 1)  # no lowering: runs eagerly between two segments
+    values, indices = torch.sort(z, dim=-1)
+    return (values * 0.5 - z).tanh() + y, indices
+
+
+def test_split_graph_runs_segments_on_gpu(gpu):
+    x, w = torch.randn(16, 32, device=gpu), torch.randn(32, 32, device=gpu)
+    f = gpuos.compile(_sandwich)
+    for _ in range(3):
+        for have, want in zip(f(x, w), _sandwich(x, w)):
+            assert have.device == want.device and have.dtype == want.dtype
+            torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
+    s = gpuos.stats()
+    assert s["split_calls"] == 3 and s["submissions"] == 6, s["fallback_reasons"]
+    assert s["fallbacks"] == {"aten.cumsum.default": 3, "aten.sort.default": 3}
+    assert s["runtimes"]["cuda:0"]["submissions"] >= 6
+    # The same plan as the CPU reference run of test_split.py.
+    kinds = [type(step).__name__ for step in f.last_plan().steps]
+    assert kinds[0] == kinds[-1] == "Segment" and kinds.count("Segment") == 2
+
+
+def test_torch_compile_backend_with_dynamic_dimension(gpu):
+    """After a compile of the same code with other sizes, dynamo passes the
+    dynamic batch dimension as an int: it must be specialized, not eager."""
+    torch._dynamo.reset()
+    with torch.no_grad():
+        small = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).to(gpu)
+        torch.compile(small, backend="gpuos")(torch.randn(2, 4, device=gpu))
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 64)).to(gpu)
+        compiled = torch.compile(model, backend="gpuos")
+        x = torch.randn(8, 64, device=gpu)
+        gpuos.reset_stats()
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+    s = gpuos.stats()
+    assert s["compiled_calls"] == 3 and s["eager_calls"] == 0, s["fallback_reasons"]
