@@ -1,0 +1,303 @@
+"""The issue-5 PyTorch benchmark: every workload of workloads.py under every
+variant of variants.py, checked against eager, then timed interleaved.
+Writes OUT/pytorch_workloads.json and OUT/pytorch_workloads.png and prints a
+table last.
+
+    python frontends/pytorch/bench/run_workloads.py --out DIR      # GPU
+    python frontends/pytorch/bench/run_workloads.py --smoke --out DIR  # CPU
+
+Per case (one workload at one size):
+1. Build every variant and call it once (first_call_ms: tracing,
+   compilation, capture), then `--warmup` untimed calls each.
+2. Correctness: write fresh random values into the shared inputs, compute
+   eager's outputs, then for each variant poison its previous outputs with
+   NaN (the caching allocator may hand that memory to the next call), call
+   it and compare every output with eager's (same shape and dtype, allclose
+   with the dtype's tolerance). `correct` is that result.
+3. Timing, the same for every variant: host wall time (perf_counter_ns) from
+   before the call until `torch.cuda.current_stream().synchronize()` returns
+   after it. That is PyTorch's stream, not the whole device: gpuos's
+   persistent worker runs on a non-blocking stream of its own (a device
+   synchronize would wait for it to park), and a gpuos call returns only
+   once its results are written. `--rounds` rounds; in each, every variant
+   (order rotated by one per round) makes `--block-warmup` untimed calls
+   then `--block` timed calls. Medians and p10/p90 over rounds x block.
+`--smoke` runs on the CPU with tiny counts: eager and gpuos_compile with the
+reference executor; the other variants are recorded as skipped with why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any, Optional
+
+import torch
+import torch.utils._pytree as pytree
+
+import gpuos
+import report
+import variants as variant_mod
+import workloads
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
+             torch.bfloat16: (2e-2, 2e-2)}  # (rtol, atol)
+GPU_COUNTS = {"warmup": 20, "rounds": 40, "block": 10, "block_warmup": 2}
+SMOKE_COUNTS = {"warmup": 1, "rounds": 2, "block": 2, "block_warmup": 0}
+GPUOS_COUNTERS = ("submissions", "compiled_calls", "split_calls", "eager_calls", "tasks",
+                  "traces", "guard_misses")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    position = q * (len(sorted_values) - 1)
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def _poison(outputs: Any) -> None:
+    for t in pytree.tree_leaves(outputs):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            try:
+                t.fill_(float("nan"))
+            except RuntimeError:  # an output the variant does not let us write
+                pass
+
+
+def _compare(got: Any, expected: list[torch.Tensor]) -> tuple[bool, Optional[float], str]:
+    leaves = pytree.tree_leaves(got)
+    if len(leaves) != len(expected):
+        return False, None, f"{len(leaves)} outputs, eager has {len(expected)}"
+    worst = 0.0
+    for i, (g, e) in enumerate(zip(leaves, expected)):
+        if not isinstance(g, torch.Tensor) or g.shape != e.shape or g.dtype != e.dtype:
+            return False, None, f"output {i}: {getattr(g, 'shape', type(g))} " \
+                                f"{getattr(g, 'dtype', '')} vs eager {e.shape} {e.dtype}"
+        rtol, atol = TOLERANCE.get(e.dtype, (0.0, 0.0))
+        if e.numel():
+            worst = max(worst, (g.double() - e.double()).abs().max().item())
+        if not torch.allclose(g, e, rtol=rtol, atol=atol):
+            return False, worst, f"output {i} differs from eager (rtol {rtol}, atol {atol})"
+    return True, worst, ""
+
+
+def _gpuos_counters() -> dict:
+    s = gpuos.stats()
+    counters = {k: s.get(k, 0) for k in GPUOS_COUNTERS}
+    counters["fallbacks"] = dict(s.get("fallbacks", {}))
+    counters["fallback_reasons"] = dict(s.get("fallback_reasons", {}))
+    return counters
+
+
+def _gpuos_delta(before: dict, after: dict, calls: int) -> dict:
+    delta = {k: after[k] - before[k] for k in GPUOS_COUNTERS}
+    fallbacks = {k: v - before["fallbacks"].get(k, 0) for k, v in after["fallbacks"].items()}
+    return {"calls": calls,
+            "submissions_per_call": delta["submissions"] / calls if calls else None,
+            "tasks_per_call": delta["tasks"] / calls if calls else None,
+            "compiled_calls": delta["compiled_calls"], "split_calls": delta["split_calls"],
+            "eager_calls": delta["eager_calls"], "traces": delta["traces"],
+            "fallbacks": {k: v for k, v in fallbacks.items() if v},
+            "fallback_reasons": after["fallback_reasons"]}
+
+
+def run_case(case: workloads.Case, names: list[str], device: torch.device, counts: dict,
+             smoke: bool, seed: int) -> list[dict]:
+    if device.type == "cuda":
+        # Each case compiles afresh; keeps dynamo's cache (and its recompile limit) small.
+        importlib.import_module("torch._dynamo").reset()
+    module = workloads.build(case, device, seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    inputs = case.make_inputs(device, generator)
+    built = []
+    with torch.no_grad():
+        for name in names:
+            try:
+                built.append(variant_mod.make(name, module, inputs, device, smoke))
+            except Exception as error:  # a failing baseline is a result, not a crash
+                built.append(variant_mod.Variant(name, error=f"{type(error).__name__}: {error}"))
+        live = [v for v in built if v.call is not None and v.error is None]
+        for v in list(live):
+            try:
+                for _ in range(counts["warmup"]):
+                    v.call()
+                _sync(device)
+            except Exception as error:
+                v.error = f"warm-up: {type(error).__name__}: {error}"
+                live.remove(v)
+        for fresh, t in zip(case.make_inputs(device, generator), inputs):
+            t.copy_(fresh)
+        expected = [t.clone() for t in pytree.tree_leaves(module(*inputs))]
+        checks = {}
+        for v in list(live):
+            try:
+                _poison(v.call())
+                checks[v.name] = _compare(v.call(), expected)
+                _sync(device)
+            except Exception as error:
+                v.error = f"check: {type(error).__name__}: {error}"
+                live.remove(v)
+        samples = {v.name: [] for v in live}
+        gpuos_before = _gpuos_counters()
+        for r in range(counts["rounds"]):
+            shift = r % len(live) if live else 0
+            for v in live[shift:] + live[:shift]:
+                for _ in range(counts["block_warmup"]):
+                    v.call()
+                _sync(device)
+                for _ in range(counts["block"]):
+                    start = time.perf_counter_ns()
+                    v.call()
+                    _sync(device)
+                    samples[v.name].append((time.perf_counter_ns() - start) / 1e3)
+        gpuos_after = _gpuos_counters()
+    rows = []
+    for v in built:
+        row = {"workload": case.workload, **case.params, "case": case.name, "variant": v.name,
+               "dtype": str(case.dtype).replace("torch.", ""), "median_us": None, "p10_us": None,
+               "p90_us": None, "iterations": 0, "correct": None,
+               "first_call_ms": v.first_call_ms}
+        if v.skipped:
+            row["skipped"] = v.skipped
+        if v.error:
+            row["error"], row["correct"] = v.error, False
+        if v.name in samples and samples[v.name]:
+            values = sorted(samples[v.name])
+            ok, worst, why = checks[v.name]
+            row.update(median_us=_percentile(values, 0.5), p10_us=_percentile(values, 0.1),
+                       p90_us=_percentile(values, 0.9), min_us=values[0],
+                       iterations=len(values), correct=ok, max_abs_err=worst)
+            if why:
+                row["mismatch"] = why
+        if v.name == "gpuos_compile" and v.name in samples:
+            row["gpuos"] = dict(_gpuos_delta(gpuos_before, gpuos_after, len(samples[v.name])
+                                             + counts["rounds"] * counts["block_warmup"]),
+                                executor=v.info.get("executor"))
+        rows.append(row)
+    return rows
+
+
+def _environment(device: torch.device) -> dict:
+    commit = os.environ.get("GPUOS_COMMIT")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True,
+                                    text=True, timeout=10).stdout.strip() or "unknown"
+        except (OSError, subprocess.SubprocessError):
+            commit = "unknown"
+    env = {"commit": commit, "torch": torch.__version__, "cuda": torch.version.cuda,
+           "python": platform.python_version(), "gpuos": getattr(gpuos, "__version__", None),
+           "device": platform.processor() or platform.machine(), "driver": None}
+    if device.type == "cuda":
+        env["device"] = torch.cuda.get_device_name(device)
+        try:
+            env["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i",
+                 str(device.index or 0)], capture_output=True, text=True,
+                timeout=20).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return env
+
+
+def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT"),
+                        help="directory for pytorch_workloads.json/.png (default: $OUT)")
+    parser.add_argument("--smoke", action="store_true", help="CPU plumbing check, tiny counts")
+    parser.add_argument("--cases", default="", help="only cases whose name contains one of "
+                        "these comma-separated strings")
+    parser.add_argument("--variants", default=",".join(variant_mod.VARIANTS))
+    for name in GPU_COUNTS:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=None,
+                            help=f"default {GPU_COUNTS[name]} ({SMOKE_COUNTS[name]} with --smoke)")
+    parser.add_argument("--budget-s", type=float, default=None, help="cases not started within "
+                        "this many seconds are recorded as skipped (default: no limit)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not args.out:
+        parser.error("--out DIR is required when $OUT is not set")
+    return args
+
+
+def main(argv: Optional[list[str]] = None) -> dict:
+    args = parse_args(argv)
+    counts = dict(SMOKE_COUNTS if args.smoke else GPU_COUNTS)
+    for name in counts:
+        if getattr(args, name) is not None:
+            counts[name] = getattr(args, name)
+    threads = torch.get_num_threads()
+    if args.smoke:
+        device = torch.device("cpu")
+        torch.set_num_threads(1)  # small ops; a shared CPU makes more threads much slower
+    elif torch.cuda.is_available():
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        sys.exit("run_workloads: no CUDA device; use --smoke for the CPU plumbing check")
+    names = [n for n in args.variants.split(",") if n]
+    filters = [f for f in args.cases.split(",") if f]
+    cases = [c for c in workloads.cases() if not filters or any(f in c.name for f in filters)]
+    os.makedirs(args.out, exist_ok=True)
+    json_path = os.path.join(args.out, "pytorch_workloads.json")
+    doc = {"benchmark": "pytorch_workloads", **_environment(device), "smoke": args.smoke,
+           "method": {**counts, "timed_calls_per_variant": counts["rounds"] * counts["block"],
+                      "timing": "host wall time of one call until torch.cuda.current_stream()"
+                      ".synchronize() returns (gpuos: its non-blocking stream is not synchronized;"
+                      " a call returns when its results are written); rounds interleave the "
+                      "variants (order rotated), each makes block_warmup untimed then block "
+                      "timed calls; median and p10/p90 over all timed calls",
+                      "correctness": "fresh random inputs, previous outputs poisoned with NaN, "
+                      "every output allclose to eager's (f32: rtol 1e-4, atol 1e-4)",
+                      "cuda_graph": "replay only, inputs are the captured buffers (no copy)",
+                      "torch_compile": "dynamic=False; reduce-overhead calls "
+                      "torch.compiler.cudagraph_mark_step_begin() before each call"},
+           "workloads": {c.workload: c.notes for c in cases}, "cases": [], "targets": [],
+           "complete": False}
+    try:
+        return _run(args, doc, cases, names, device, counts, json_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(args, doc, cases, names, device, counts, json_path) -> dict:
+    start = time.monotonic()
+    for case in cases:
+        if args.budget_s is not None and time.monotonic() - start > args.budget_s:
+            reason = f"time budget of {args.budget_s:g} s exhausted before this case"
+            doc["cases"] += [{"workload": case.workload, **case.params, "case": case.name,
+                              "variant": n, "median_us": None, "p10_us": None, "p90_us": None,
+                              "iterations": 0, "correct": None, "skipped": reason}
+                             for n in names]
+            continue
+        case_start = time.monotonic()
+        doc["cases"] += run_case(case, names, device, counts, args.smoke, args.seed)
+        print(f"[bench] {case.name}: {time.monotonic() - case_start:.1f} s", flush=True)
+        with open(json_path, "w") as f:  # a partial result survives a time-out
+            json.dump(doc, f, indent=2)
+    report.add_speedups(doc["cases"])
+    doc["targets"] = report.targets(doc["cases"])
+    doc["elapsed_s"] = time.monotonic() - start
+    doc["complete"] = True
+    with open(json_path, "w") as f:
+        json.dump(doc, f, indent=2)
+    why_not = report.plot(doc, os.path.join(args.out, "pytorch_workloads.png"))
+    if why_not:
+        print(why_not)
+    print(report.table(doc), flush=True)
+    return doc
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The PyTorch benchmark's plumbing on the CPU (bench/run_workloads.py
+--smoke): every workload is built, run eagerly and through gpuos.compile with
+the reference executor, checked against eager and timed; the CUDA-only
+variants are recorded as skipped with the reason; the JSON document has the
+fields of the benchmarking conventions and the issue-5 targets."""
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH)
+
+import report  # noqa: E402
+import run_workloads  # noqa: E402
+import variants  # noqa: E402
+import workloads  # noqa: E402
+
+CASE_FIELDS = {"workload", "variant", "median_us", "p10_us", "p90_us", "iterations", "correct"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    doc = run_workloads.main(["--smoke", "--out", str(out)])
+    return doc, out
+
+
+def test_smoke_writes_the_document(smoke):
+    doc, out = smoke
+    with open(out / "pytorch_workloads.json") as f:
+        assert json.load(f) == json.loads(json.dumps(doc))
+    assert doc["smoke"] and doc["complete"] and doc["commit"] and doc["device"]
+    assert doc["torch"] == torch.__version__
+    names = [c.name for c in workloads.cases()]
+    assert len(names) == 7  # chain100, mlp x3, attention x2, decoder_step
+    assert [r["case"] for r in doc["cases"]] == [n for n in names for _ in variants.VARIANTS]
+    for row in doc["cases"]:
+        assert CASE_FIELDS <= row.keys()
+
+
+def test_eager_and_gpuos_compile_ran_correctly_on_one_submission(smoke):
+    doc, _ = smoke
+    counts = run_workloads.SMOKE_COUNTS
+    for row in doc["cases"]:
+        if row["variant"] not in ("eager", "gpuos_compile"):
+            continue
+        assert "skipped" not in row and "error" not in row, row
+        assert row["correct"] is True, row
+        assert row["iterations"] == counts["rounds"] * counts["block"]
+        assert 0 < row["p10_us"] <= row["median_us"] <= row["p90_us"]
+        if row["variant"] == "gpuos_compile":
+            g = row["gpuos"]  # the whole workload lowered: no eager op, one submission per call
+            assert g["executor"] == "reference" and g["eager_calls"] == 0 and not g["fallbacks"]
+            assert g["submissions_per_call"] == 1 and g["tasks_per_call"] >= 4
+            assert row["speedup_vs"]["eager"] > 0
+
+
+def test_cuda_only_variants_are_skipped_with_a_reason(smoke):
+    doc, _ = smoke
+    for row in doc["cases"]:
+        if row["variant"] in ("eager", "gpuos_compile"):
+            continue
+        assert row["median_us"] is None and row["correct"] is None and row["skipped"]
+        if row["variant"] == "gpuos_batching" and not hasattr(__import__("gpuos"), "batching"):
+            assert row["skipped"] == variants.NOT_IMPLEMENTED_BATCHING
+
+
+def test_targets_name_every_case_and_baseline(smoke):
+    doc, _ = smoke
+    per_case = [t for t in doc["targets"] if "case" in t]
+    chain = [t for t in per_case if t["workload"] == "chain100_64x64_f32"]
+    assert {(t["variant"], t["vs"], t["required_speedup"]) for t in chain} == {
+        ("gpuos_compile", "eager", 25.0), ("gpuos_compile", "cuda_graph", 3.0),
+        ("gpuos_compile", "torch_compile", 1.0), ("gpuos_batching", "eager", 2.0)}
+    others = [t for t in per_case if t["workload"] != "chain100_64x64_f32"]
+    assert len(others) == 2 * 6
+    for t in per_case:
+        if t["measured_speedup"] is None:  # a baseline the smoke run does not have
+            assert not t["met"] and t["why"]
+    vs_eager = next(t for t in chain if t["variant"] == "gpuos_compile" and t["vs"] == "eager")
+    assert vs_eager["measured_speedup"] is not None
+    assert vs_eager["met"] == (vs_eager["measured_speedup"] >= 25.0)
+    assert doc["targets"][-1]["target"] == "every case correct" and not doc["targets"][-1]["met"]
+
+
+def test_a_wrong_variant_is_reported_not_correct():
+    rows = [{"case": "c", "workload": "mlp_microbatch", "variant": v, "median_us": m,
+             "correct": ok} for v, m, ok in (("eager", 30.0, True), ("cuda_graph", 12.0, True),
+                                             ("gpuos_compile", 5.0, False))]
+    report.add_speedups(rows)
+    assert rows[2]["speedup_vs"] == {"eager": 6.0, "cuda_graph": 2.4}
+    found = {t["vs"]: t for t in report.targets(rows) if "case" in t}
+    assert not found["eager"]["met"] and "not correct" in found["eager"]["why"]
+    assert report.targets(rows)[-1]["not_correct"] == ["c gpuos_compile"]
+
+
+def test_compare_catches_a_poisoned_element():
+    expected = [torch.ones(3, 3)]
+    got = torch.ones(3, 3)
+    assert run_workloads._compare(got, expected)[0]
+    got[1, 2] = float("nan")
+    ok, _, why = run_workloads._compare(got, expected)
+    assert not ok and "output 0" in why
+    assert not run_workloads._compare((got, got), expected)[0]
