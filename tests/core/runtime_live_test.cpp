@@ -148,6 +148,26 @@ TEST_F(OperatorTableTest, ResolveNamesWhatTheImageHas) {
             std::string::npos);
 }
 
+// A version may add a dtype: flipping back keeps the added dtype on the
+// version that has it, and the flip is a flip (no epoch switch needed).
+TEST(OperatorTableDtypesTest, FlipAcrossVersionsWithDifferentDtypes) {
+  std::vector<registry::OperatorSpec> specs = {Spec("scale", {1, 0, 0}), Spec("scale", {1, 1, 0})};
+  specs[0].dtypes = {DType::kF32};  // 1.1.0 adds f16
+  const auto image = Image(specs);
+  OperatorTable table;
+  ASSERT_TRUE(table.Load(image, Pointers(specs), {{"scale", {1, 1, 0}}}).ok());
+  auto flipped = table.Activate("scale", {1, 0, 0});
+  ASSERT_TRUE(flipped.ok()) << flipped.status().ToString();
+  EXPECT_TRUE(*flipped);
+  EXPECT_EQ(table.Resolve("scale", DType::kF32, std::nullopt)->version, (SemVer{1, 0, 0}));
+  EXPECT_EQ(table.Resolve("scale", DType::kF16, std::nullopt)->version, (SemVer{1, 1, 0}));
+  EXPECT_EQ(table.ActiveVersions().at("scale"), (SemVer{1, 0, 0}));
+  LiveOperator rolled_back{specs[0], specs[1]};
+  EXPECT_EQ(PlanUpdate(table, {rolled_back}).action, UpdateAction::kNone);
+  LiveOperator forward{specs[1], specs[0]};
+  EXPECT_EQ(PlanUpdate(table, {forward}).action, UpdateAction::kAliasFlip);
+}
+
 TEST(UpdatePlanTest, NoneFlipOrSwitch) {
   std::vector<registry::OperatorSpec> specs = {Spec("scale", {1, 0, 0}), Spec("scale", {1, 1, 0})};
   const auto image = Image(specs);

@@ -1,6 +1,7 @@
 #include "operator_table.h"
 
 #include <algorithm>
+#include <set>
 
 #include "gpuos/device/queue.h"
 
@@ -98,6 +99,7 @@ Status OperatorTable::Load(const registry::KernelImage& image,
                                          : by_version.rbegin()->first;
     GPUOS_RETURN_IF_ERROR(Bind(next, key, version));
   }
+  next.requested = active;
   t_ = std::move(next);
   return Status::Ok();
 }
@@ -105,22 +107,15 @@ Status OperatorTable::Load(const registry::KernelImage& image,
 Expected<bool> OperatorTable::Activate(const std::string& op, const registry::SemVer& version) {
   Tables next = t_;
   bool found = false;
+  bool has_version = false;
   bool changed = false;
+  std::set<registry::SemVer> present;
   for (const auto& [key, by_version] : next.candidates) {
     if (std::get<0>(key) != op) continue;
     found = true;
-    if (by_version.count(version) == 0) {
-      return FailedPrecondition("operator '" + op + "' version " + version.ToString() +
-                                " is not in the active image " + "for " +
-                                KeyText(op, std::get<1>(key), std::get<2>(key)) + " (it has " +
-                                [&] {
-                                  std::string v;
-                                  for (const auto& [have, c] : by_version)
-                                    v += (v.empty() ? "" : ", ") + have.ToString();
-                                  return v;
-                                }() +
-                                "); an epoch switch to a new image is needed");
-    }
+    for (const auto& [have, c] : by_version) present.insert(have);
+    if (by_version.count(version) == 0) continue;  // this dtype keeps its version
+    has_version = true;
     const std::uint32_t before = next.id_by_key.at(key);
     const std::uint32_t slot_before = next.refs[before - 1].slot;
     GPUOS_RETURN_IF_ERROR(Bind(next, key, version));
@@ -128,6 +123,14 @@ Expected<bool> OperatorTable::Activate(const std::string& op, const registry::Se
     changed = changed || after != before || next.refs[after - 1].slot != slot_before;
   }
   if (!found) return NotFound("operator '" + op + "' is not in the active kernel image");
+  if (!has_version) {
+    std::string versions;
+    for (const auto& v : present) versions += (versions.empty() ? "" : ", ") + v.ToString();
+    return FailedPrecondition("operator '" + op + "' version " + version.ToString() +
+                              " is not in the active image (it has " + versions +
+                              "); an epoch switch to a new image is needed");
+  }
+  next.requested[op] = version;
   t_ = std::move(next);
   return changed;
 }
@@ -170,7 +173,13 @@ std::map<std::string, registry::SemVer> OperatorTable::ActiveVersions() const {
   std::map<std::string, registry::SemVer> versions;
   for (const auto& [key, id] : t_.id_by_key) {
     const OperatorRef& ref = t_.refs[id - 1];
-    if (ref.slot != 0) versions[ref.name] = ref.version;
+    if (ref.slot == 0) continue;
+    auto it = versions.find(ref.name);
+    if (it == versions.end() || it->second < ref.version) versions[ref.name] = ref.version;
+  }
+  for (auto& [name, version] : versions) {
+    auto asked = t_.requested.find(name);
+    if (asked != t_.requested.end() && HasVersion(name, asked->second)) version = asked->second;
   }
   return versions;
 }

@@ -45,10 +45,11 @@ class OperatorTable {
               const std::vector<const registry::OperatorSpec*>& specs,
               const std::map<std::string, registry::SemVer>& active = {});
 
-  // Activates `version` of `op` for every instantiation the image has of
-  // `op`. Errors: NotFound (op not in the image), FailedPrecondition (the
-  // image lacks that version: an epoch switch is needed). Returns whether
-  // anything changed.
+  // Activates `version` of `op` for every instantiation of `op` the image
+  // has in that version; instantiations that exist only in other versions
+  // (a version may add or drop dtypes) keep theirs. Errors: NotFound (op not
+  // in the image), FailedPrecondition (no instantiation has that version: an
+  // epoch switch is needed). Returns whether any slot changed.
   Expected<bool> Activate(const std::string& op, const registry::SemVer& version);
 
   // The active version of (op, dtype, out_dtype); NotFound names what the
@@ -66,7 +67,9 @@ class OperatorTable {
   // logical id -> slot, kMaxLogicalOps entries, for the image's alias table.
   std::vector<unsigned int> AliasTable() const;
 
-  // The active version of every operator in the image, by name.
+  // The active version of every operator in the image, by name: the one last
+  // asked for (Load's `active`, Activate) where the image has it, else the
+  // newest version any instantiation is bound to.
   std::map<std::string, registry::SemVer> ActiveVersions() const;
   // Versions of `op` in the image, oldest first (empty when absent).
   std::vector<registry::SemVer> VersionsInImage(const std::string& op) const;
@@ -86,6 +89,8 @@ class OperatorTable {
     std::map<Key, std::uint32_t> id_by_key;  // the live id of each key
     // Every instantiation in the image: key -> version -> slot and spec.
     std::map<Key, std::map<registry::SemVer, Candidate>> candidates;
+    // The version last asked for per operator (Load's `active`, Activate).
+    std::map<std::string, registry::SemVer> requested;
   };
   // Points `key` at `version` in `tables` (allocating an id when the
   // interface changes).

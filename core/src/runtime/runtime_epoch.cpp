@@ -36,7 +36,6 @@ Status RuntimeImpl::WriteAliasTable() {
     while (first < last && aliases[first] == alias_upload_[first]) ++first;
     while (last > first && aliases[last - 1] == alias_upload_[last - 1]) --last;
   }
-  alias_upload_ = std::move(aliases);
   if (first == last) return Status::Ok();
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
@@ -45,15 +44,19 @@ Status RuntimeImpl::WriteAliasTable() {
            "cuModuleGetGlobal(gpuos_alias_table)"));
   last = std::min(last, bytes / sizeof(unsigned int));
   if (first >= last) return Status::Ok();
+  // `alias_upload_` is what the device holds: updated only once the copy
+  // was accepted (a pageable source is staged before the call returns).
   // A copy on the copy stream runs next to the worker (the legacy stream
   // would wait for it). From pageable memory it returns once the source is
   // staged; not waited for beyond that: Submit binds slots on the host, the
   // device table serves only late-bound tasks, and later copies on this
   // stream are ordered after it.
-  return Cuda(driver_->cuMemcpyHtoDAsync(address + first * sizeof(unsigned int),
-                                         alias_upload_.data() + first,
-                                         (last - first) * sizeof(unsigned int), copy_stream_),
-              "writing the alias table");
+  GPUOS_RETURN_IF_ERROR(Cuda(
+      driver_->cuMemcpyHtoDAsync(address + first * sizeof(unsigned int), aliases.data() + first,
+                                 (last - first) * sizeof(unsigned int), copy_stream_),
+      "writing the alias table"));
+  alias_upload_ = std::move(aliases);
+  return Status::Ok();
 }
 
 Status RuntimeImpl::Activate(const std::string& op, const registry::SemVer& version) {
@@ -89,6 +92,7 @@ Expected<UpdateOutcome> RuntimeImpl::Update(const std::vector<LiveOperator>& ope
   outcome.reasons = plan.reasons;
   if (plan.action == UpdateAction::kAliasFlip) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) return Unavailable("the runtime was shut down");
     GPUOS_RETURN_IF_ERROR(MakeCurrent());
     {
       std::lock_guard<std::mutex> table_lock(table_mutex_);
@@ -222,7 +226,10 @@ Status RuntimeImpl::Load(const StagedImage& staged) {
     return occupancy.ok() ? FailedPrecondition("the staged worker does not fit on an SM")
                           : occupancy;
   }
-  pending->blocks = std::min(blocks_, static_cast<unsigned int>(per_sm) * multiprocessors_);
+  // From the configured grid, not the current one: a bigger worker in one
+  // epoch must not shrink the grid for good.
+  pending->blocks =
+      std::min(configured_blocks_, static_cast<unsigned int>(per_sm) * multiprocessors_);
   pending_ = std::move(pending);
   return Status::Ok();
 }
@@ -235,7 +242,7 @@ void RuntimeImpl::Commit(StagedImage staged) {
   queue_worker_ = pending_->worker;
   blocks_ = pending_->blocks;
   blocks_hint_ = blocks_;
-  params_.pollers = std::min(params_.pollers, blocks_);
+  params_.pollers = std::min(2u, blocks_);
   stats_.worker_blocks = blocks_;
   image_ = std::move(staged.image);
   spec_sets_.push_back(std::move(pending_->specs));
