@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <exception>
 #include <iostream>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -26,7 +27,8 @@ struct ControlServer::Impl {
   std::thread thread;
   dev_t socket_device = 0;
   ino_t socket_inode = 0;
-  bool stopped = false;
+  std::mutex stop_mutex;  // Stop may be called from several threads
+  bool stopped = false;   // guarded by stop_mutex
 
   void Log(const std::string& line) {
     const std::string message = "gpuos control [" + options.socket_path.string() + "]: " + line;
@@ -304,6 +306,7 @@ const std::filesystem::path& ControlServer::socket_path() const {
 }
 
 void ControlServer::Stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mutex);
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->io.stop();

@@ -106,16 +106,19 @@ Status RuntimeImpl::StartControlServer(const RuntimeConfig& config) {
         "starting the control socket (set RuntimeConfig::control_socket to \"off\" to run "
         "without one)");
   }
+  std::lock_guard<std::mutex> lock(control_mutex_);
   control_server_ = std::move(*server);
   return Status::Ok();
 }
 
 void RuntimeImpl::StopControlServer() {
+  std::lock_guard<std::mutex> lock(control_mutex_);
   if (control_server_) control_server_->Stop();
   control_server_.reset();
 }
 
 std::string RuntimeImpl::control_socket_path() const {
+  std::lock_guard<std::mutex> lock(control_mutex_);
   return control_server_ ? control_server_->socket_path().string() : std::string();
 }
 

@@ -231,7 +231,8 @@ class RuntimeImpl final : public EpochDevice {
   std::chrono::microseconds quiesce_timeout_{10000000};
   std::mutex update_mutex_;  // one live update at a time
   std::unique_ptr<control::ControlHandler> control_handler_;
-  std::unique_ptr<control::ControlServer> control_server_;
+  std::unique_ptr<control::ControlServer> control_server_;  // guarded by control_mutex_
+  mutable std::mutex control_mutex_;
 
   // Mapped host memory and device memory of the queue (queue.h).
   void* host_block_ = nullptr;

@@ -58,10 +58,14 @@ Status RuntimeImpl::CheckWaitFor(const SubmitOptions& options) {
   CUdeviceptr words = 0;
   GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemAlloc(&words, bytes),
                              "cuMemAlloc(gate words, " + std::to_string(bytes) + " bytes)"));
+  std::vector<std::uint64_t> zeros(params_.submission_capacity, 0);
+  const Status zeroed = Copy(true, words, zeros.data(), bytes);
+  if (!zeroed.ok()) {
+    deferred_frees_.push_back(words);  // freed at the next park, not while the worker runs
+    return zeroed;
+  }
   // Freed by Shutdown with the other allocations (never while the worker runs).
   allocations_.push_back(words);
-  std::vector<std::uint64_t> zeros(params_.submission_capacity, 0);
-  GPUOS_RETURN_IF_ERROR(Copy(true, words, zeros.data(), bytes));
   gate_words_ = words;
   return Status::Ok();
 }

@@ -158,7 +158,8 @@ struct SubmitOptions {
   // running. The worker does not park while a graph waits at its gate. The
   // stream's work must be able to run beside the worker: a non-blocking
   // stream is safest; the legacy default stream (CU_STREAM_LEGACY) is
-  // refused (it would wait for the worker, which waits for it).
+  // refused (it would wait for the worker, which waits for it). Note that a
+  // null stream (0) here means "no ordering", not "the default stream".
   CUstream_st* wait_for = nullptr;
 };
 
