@@ -129,7 +129,7 @@ nlohmann::json EpochSwitch(int switches) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::vector<std::pair<Clock::time_point, Clock::time_point>> windows;
-  Samples runtime_gap;
+  Samples runtime_gap, quiesce, load_step, commit;  // the runtime's own timing of the steps
   for (int i = 0; i < switches; ++i) {
     const std::uint32_t next = i % 2 == 0 ? 2 : 0;
     const Clock::time_point t0 = Clock::now();
@@ -139,6 +139,9 @@ nlohmann::json EpochSwitch(int switches) {
     if (outcome->action != "epoch_switch") wrong = true;
     windows.emplace_back(t0, t1);
     runtime_gap.us.push_back(outcome->gap_us);
+    quiesce.us.push_back(outcome->quiesce_us);
+    load_step.us.push_back(outcome->load_us);
+    commit.us.push_back(outcome->commit_us);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   stop = true;
@@ -162,6 +165,9 @@ nlohmann::json EpochSwitch(int switches) {
   return Case("epoch_switch", "gpuos", gaps, !wrong,
               {{"quiesce_to_resume_median_us", runtime_gap.Percentile(0.5)},
                {"quiesce_to_resume_p99_us", runtime_gap.Percentile(0.99)},
+               {"step_quiesce_median_us", quiesce.Percentile(0.5)},
+               {"step_load_median_us", load_step.Percentile(0.5)},
+               {"step_commit_resume_median_us", commit.Percentile(0.5)},
                {"workload_interval_median_us", steady.Percentile(0.5)},
                {"tasks_completed", completions.size()}});
 }

@@ -242,6 +242,10 @@ TEST(EpochSwitchTest, StepsRunInOrder) {
   EXPECT_EQ(device.active, "new");
   EXPECT_GE(timing->gap_us, 0.0);
   EXPECT_GE(timing->stage_ms, 0.0);
+  EXPECT_GE(timing->quiesce_us, 0.0);
+  EXPECT_GE(timing->load_us, 0.0);
+  EXPECT_GE(timing->commit_us, 0.0);
+  EXPECT_LE(timing->quiesce_us + timing->load_us + timing->commit_us, timing->gap_us + 1.0);
 }
 
 TEST(EpochSwitchTest, AFailedBuildNeverStopsTheService) {

@@ -57,6 +57,10 @@ class EpochDevice {
 struct EpochSwitchTiming {
   double stage_ms = 0;  // building the staged image (the service continues)
   double gap_us = 0;    // from quiesce to resume: the service gap
+  // The gap's steps (they add up to about gap_us).
+  double quiesce_us = 0;  // drain the submissions in flight and park the worker
+  double load_us = 0;     // load the staged image and check it
+  double commit_us = 0;   // make it active, then resume admitting
 };
 
 // Runs the steps above. `stage` builds the image (no lock held: the device

@@ -19,8 +19,11 @@ nlohmann::json OutcomeToJson(const UpdateOutcome& outcome) {
   for (const auto& [name, version] : outcome.activated) {
     activated.push_back({{"name", name}, {"version", version}});
   }
-  return {{"action", outcome.action},     {"activated", activated},   {"reasons", outcome.reasons},
-          {"stage_ms", outcome.stage_ms}, {"gap_us", outcome.gap_us}, {"image", outcome.image_key}};
+  return {{"action", outcome.action},   {"activated", activated},
+          {"reasons", outcome.reasons}, {"stage_ms", outcome.stage_ms},
+          {"gap_us", outcome.gap_us},   {"quiesce_us", outcome.quiesce_us},
+          {"load_us", outcome.load_us}, {"commit_us", outcome.commit_us},
+          {"image", outcome.image_key}};
 }
 
 bool SameFile(const std::string& a, const std::string& b) {

@@ -114,6 +114,9 @@ Expected<UpdateOutcome> RuntimeImpl::Update(const std::vector<LiveOperator>& ope
             quiesce_timeout_));
     outcome.stage_ms = timing.stage_ms;
     outcome.gap_us = timing.gap_us;
+    outcome.quiesce_us = timing.quiesce_us;
+    outcome.load_us = timing.load_us;
+    outcome.commit_us = timing.commit_us;
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.last_epoch_gap_us = timing.gap_us;
   }

@@ -138,7 +138,10 @@ struct UpdateOutcome {
   std::vector<std::pair<std::string, std::string>> activated;  // operator, version
   std::vector<std::string> reasons;                            // why an epoch switch was needed
   double stage_ms = 0;    // epoch switch: building the staged image
-  double gap_us = 0;      // epoch switch: the service gap
+  double gap_us = 0;      // epoch switch: the service gap, and its steps:
+  double quiesce_us = 0;  //   drain the submissions in flight and park the worker
+  double load_us = 0;     //   load the staged image and check it
+  double commit_us = 0;   //   make it active and resume admitting
   std::string image_key;  // the active image afterwards (build-cache key)
 };
 
