@@ -219,8 +219,11 @@ nlohmann::json PublishToLive(const std::string& registry, int rounds) {
   std::filesystem::create_directories(dir);
   const std::string repo = (dir / "registry.db").string();
   int packs = 0;  // every publish is a new pack version
+  // One file per operator version: the compiled code is cached under the
+  // operator's source location too (its #line), so publishing a version
+  // again from the same file is what finds it in the build cache.
   auto write_pack = [&](std::uint32_t minor) {
-    const std::string file = (dir / ("probe_" + std::to_string(packs) + ".yaml")).string();
+    const std::string file = (dir / ("probe_v" + std::to_string(minor) + ".yaml")).string();
     std::ofstream(file) << testing::ProbeYaml(minor, "", "2." + std::to_string(packs++) + ".0");
     return file;
   };
