@@ -16,6 +16,8 @@ constexpr std::chrono::milliseconds kTimeout{2000};
 TEST(ControlClient, RuntimeDirectoryIsASiblingOfTheRepository) {
   EXPECT_EQ(RuntimeDirectory("/srv/ops/repo.db"), "/srv/ops/repo.db.runtimes");
   EXPECT_EQ(RuntimeSocketPath("/srv/ops/repo.db", 1234), "/srv/ops/repo.db.runtimes/1234.sock");
+  EXPECT_EQ(RuntimeSocketPath("/srv/ops/repo.db", 1234, 2),
+            "/srv/ops/repo.db.runtimes/1234-2.sock");
 }
 
 TEST(ControlClient, NotifyAllReachesEveryLiveRuntimeAndRemovesStaleOnes) {

@@ -6,25 +6,16 @@
 
 #include <vector>
 
+#include "arena_fixture.h"
 #include "gpuos/device_memory.h"
 #include "gpuos/tensor.h"
 
 namespace gpuos {
 namespace {
 
-constexpr size_t kBlock = size_t{1} << 20;
+constexpr size_t kBlock = testing::kArenaBlock;
 
-struct TaggedFreeTest : ::testing::Test {
-  std::shared_ptr<HostMemoryAllocator> host = std::make_shared<HostMemoryAllocator>();
-  std::shared_ptr<DeviceArena> arena =
-      std::make_shared<DeviceArena>(host, ArenaOptions{kBlock, SIZE_MAX});
-
-  uint64_t Alloc(size_t bytes) {
-    auto a = arena->Allocate(bytes);
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    return a.ok() ? *a : 0;
-  }
-};
+struct TaggedFreeTest : testing::ArenaFixture {};
 
 TEST_F(TaggedFreeTest, AFreeWaitsForTheNewestSubmissionNotedBeforeIt) {
   const uint64_t a = Alloc(1000);

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "arena_fixture.h"
 #include "gpuos/device_memory.h"
 #include "gpuos/storage.h"
 #include "gpuos/tensor.h"
@@ -15,19 +16,8 @@
 namespace gpuos {
 namespace {
 
-constexpr size_t kBlock = size_t{1} << 20;
-
-struct ArenaFixture : ::testing::Test {
-  std::shared_ptr<HostMemoryAllocator> host = std::make_shared<HostMemoryAllocator>();
-  std::shared_ptr<DeviceArena> arena =
-      std::make_shared<DeviceArena>(host, ArenaOptions{kBlock, SIZE_MAX});
-
-  uint64_t Alloc(size_t bytes) {
-    auto a = arena->Allocate(bytes);
-    EXPECT_TRUE(a.ok()) << a.status().ToString();
-    return a.ok() ? *a : 0;
-  }
-};
+constexpr size_t kBlock = testing::kArenaBlock;
+using testing::ArenaFixture;
 
 TEST_F(ArenaFixture, AlignedDisjointAndUsable) {
   std::mt19937 rng(7);

@@ -19,8 +19,10 @@ std::filesystem::path RuntimeDirectory(const std::filesystem::path& repository) 
   return directory;
 }
 
-std::filesystem::path RuntimeSocketPath(const std::filesystem::path& repository, pid_t pid) {
-  return RuntimeDirectory(repository) / (std::to_string(pid) + ".sock");
+std::filesystem::path RuntimeSocketPath(const std::filesystem::path& repository, pid_t pid,
+                                        int instance) {
+  const std::string suffix = instance <= 1 ? "" : "-" + std::to_string(instance);
+  return RuntimeDirectory(repository) / (std::to_string(pid) + suffix + ".sock");
 }
 
 Expected<Response> SendRequest(const std::filesystem::path& socket_path, const Request& request,

@@ -199,8 +199,10 @@ std::vector<registry::SemVer> OperatorTable::VersionsInImage(const std::string& 
 }
 
 bool OperatorTable::HasVersion(const std::string& op, const registry::SemVer& version) const {
-  const auto versions = VersionsInImage(op);
-  return std::find(versions.begin(), versions.end(), version) != versions.end();
+  for (const auto& [key, by_version] : t_.candidates) {
+    if (std::get<0>(key) == op && by_version.count(version) != 0) return true;
+  }
+  return false;
 }
 
 std::string OperatorTable::Unresolvable(std::uint32_t logical) const {

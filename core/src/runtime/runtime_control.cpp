@@ -93,16 +93,14 @@ Status RuntimeImpl::StartControlServer(const RuntimeConfig& config) {
     };
     return control::ControlServer::Start(std::move(options));
   };
-  const std::filesystem::path base =
-      config.control_socket.empty() ? control::RuntimeSocketPath(config.repository_path, ::getpid())
-                                    : std::filesystem::path(config.control_socket);
-  auto server = start(base);
+  const bool default_path = config.control_socket.empty();
+  auto server = start(default_path ? control::RuntimeSocketPath(config.repository_path, ::getpid())
+                                   : std::filesystem::path(config.control_socket));
   // Another runtime of this process on the same repository: <pid>-N.sock.
-  for (int n = 2; config.control_socket.empty() && !server.ok() &&
+  for (int n = 2; default_path && !server.ok() &&
                   server.status().code() == StatusCode::kAlreadyExists && n <= 16;
        ++n) {
-    server = start(base.parent_path() /
-                   (base.stem().string() + "-" + std::to_string(n) + base.extension().string()));
+    server = start(control::RuntimeSocketPath(config.repository_path, ::getpid(), n));
   }
   if (!server.ok()) {
     return server.status().WithContext(

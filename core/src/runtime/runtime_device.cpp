@@ -84,15 +84,11 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
   multiprocessors_ = one_per_sm;
   blocks_ = std::min(config.blocks == 0 ? one_per_sm : config.blocks, fit);
   blocks_hint_ = blocks_;
-  // The queue's ready ring and the per-block diagnostics are sized for this
-  // grid: later epochs may run fewer blocks, never more.
-  configured_blocks_ = blocks_;
   GPUOS_RETURN_IF_ERROR(AllocateQueue(config));
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuStreamCreate(&copy_stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-  stats_.worker_blocks = blocks_;
   return Status::Ok();
 }
 

@@ -229,10 +229,11 @@ Status RuntimeImpl::Load(const StagedImage& staged) {
     return occupancy.ok() ? FailedPrecondition("the staged worker does not fit on an SM")
                           : occupancy;
   }
-  // From the configured grid, not the current one: a bigger worker in one
-  // epoch must not shrink the grid for good.
+  // From the first epoch's grid, which the ready ring and the per-block
+  // diagnostics are sized for, not the current one: a bigger worker in one
+  // epoch must not shrink the grid for good, and no epoch may run more.
   pending->blocks =
-      std::min(configured_blocks_, static_cast<unsigned int>(per_sm) * multiprocessors_);
+      std::min(params_.diagnostic_blocks, static_cast<unsigned int>(per_sm) * multiprocessors_);
   pending_ = std::move(pending);
   return Status::Ok();
 }
@@ -246,7 +247,6 @@ void RuntimeImpl::Commit(StagedImage staged) {
   blocks_ = pending_->blocks;
   blocks_hint_ = blocks_;
   params_.pollers = std::min(2u, blocks_);
-  stats_.worker_blocks = blocks_;
   image_ = std::move(staged.image);
   spec_sets_.push_back(std::move(pending_->specs));
   {

@@ -208,7 +208,6 @@ class RuntimeImpl final : public EpochDevice {
   std::string device_name_;
   unsigned int blocks_ = 0;
   unsigned int multiprocessors_ = 1;
-  unsigned int configured_blocks_ = 0;  // the grid of the first epoch: the most any epoch runs
   std::atomic<unsigned int> blocks_hint_{0};  // blocks_, readable without the mutex
 
   registry::KernelImage image_;

@@ -384,6 +384,7 @@ Status RuntimeImpl::WaitUntilParked(std::chrono::microseconds timeout) {
 RuntimeStats RuntimeImpl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   RuntimeStats stats = stats_;
+  stats.worker_blocks = blocks_;
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
     stats.worker_sm_clock_mhz = static_cast<double>(LoadAcquire(&control_->sm_clock_khz)) / 1000;

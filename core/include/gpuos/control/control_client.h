@@ -27,8 +27,10 @@ namespace gpuos::control {
 
 // `<repository>.runtimes` (a sibling of the repository file).
 std::filesystem::path RuntimeDirectory(const std::filesystem::path& repository);
-// `<repository>.runtimes/<pid>.sock`.
-std::filesystem::path RuntimeSocketPath(const std::filesystem::path& repository, pid_t pid);
+// `<repository>.runtimes/<pid>.sock`; `<pid>-<instance>.sock` for the
+// instance-th (2, 3, ...) runtime of one process on the same repository.
+std::filesystem::path RuntimeSocketPath(const std::filesystem::path& repository, pid_t pid,
+                                        int instance = 1);
 
 // Sends one request on `socket_path` and waits for its answer.
 // Unavailable when nobody listens; IoError on a timeout or broken
