@@ -79,12 +79,10 @@ Expected<UpdateOutcome> RuntimeImpl::Update(const std::vector<LiveOperator>& ope
   if (shut_down_) return Unavailable("the runtime was shut down");
   UpdatePlan plan;
   std::map<std::string, registry::SemVer> active;
-  std::vector<registry::OperatorSpec> kept;
   {
     std::lock_guard<std::mutex> table_lock(table_mutex_);
     plan = PlanUpdate(table_, operators);
     active = table_.ActiveVersions();
-    kept = *spec_sets_.back();
   }
   UpdateOutcome outcome;
   outcome.action = UpdateActionName(plan.action);
@@ -106,7 +104,8 @@ Expected<UpdateOutcome> RuntimeImpl::Update(const std::vector<LiveOperator>& ope
     GPUOS_RETURN_IF_ERROR(WriteAliasTable());
   } else if (plan.action == UpdateAction::kEpochSwitch) {
     for (const auto& [name, version] : plan.activate) active[name] = version;
-    std::vector<registry::OperatorSpec> specs = StagedSpecs(operators, kept);
+    // spec_sets_ changes only in Commit, which runs under update_mutex_ (held).
+    std::vector<registry::OperatorSpec> specs = StagedSpecs(operators, *spec_sets_.back());
     GPUOS_ASSIGN_OR_RETURN(
         EpochSwitchTiming timing,
         RunEpochSwitch(
