@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -130,6 +131,7 @@ nlohmann::json EpochSwitch(int switches) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   std::vector<std::pair<Clock::time_point, Clock::time_point>> windows;
   Samples runtime_gap, quiesce, load_step, commit;  // the runtime's own timing of the steps
+  std::map<std::string, Samples> detail;            // and of their parts
   for (int i = 0; i < switches; ++i) {
     const std::uint32_t next = i % 2 == 0 ? 2 : 0;
     const Clock::time_point t0 = Clock::now();
@@ -142,6 +144,7 @@ nlohmann::json EpochSwitch(int switches) {
     quiesce.us.push_back(outcome->quiesce_us);
     load_step.us.push_back(outcome->load_us);
     commit.us.push_back(outcome->commit_us);
+    for (const auto& [step, us] : outcome->gap_detail_us) detail[step].us.push_back(us);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   stop = true;
@@ -162,8 +165,15 @@ nlohmann::json EpochSwitch(int switches) {
     steady.us.push_back(
         std::chrono::duration<double, std::micro>(completions[k] - completions[k - 1]).count());
   }
+  nlohmann::json parts = nlohmann::json::object();  // median of each part of the gap
+  for (const auto& [step, samples] : detail) {
+    parts[step] = samples.Percentile(0.5);
+    std::printf("  gap part %-16s median %8.1f us  p99 %8.1f us\n", step.c_str(),
+                samples.Percentile(0.5), samples.Percentile(0.99));
+  }
   return Case("epoch_switch", "gpuos", gaps, !wrong,
               {{"quiesce_to_resume_median_us", runtime_gap.Percentile(0.5)},
+               {"gap_parts_median_us", parts},
                {"quiesce_to_resume_p99_us", runtime_gap.Percentile(0.99)},
                {"step_quiesce_median_us", quiesce.Percentile(0.5)},
                {"step_load_median_us", load_step.Percentile(0.5)},

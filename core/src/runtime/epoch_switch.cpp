@@ -9,11 +9,16 @@ Expected<EpochSwitchTiming> RunEpochSwitch(EpochDevice& device,
   EpochSwitchTiming timing;
   const Clock::time_point stage_start = Clock::now();
   Expected<StagedImage> staged = stage();
-  timing.stage_ms = std::chrono::duration<double, std::milli>(Clock::now() - stage_start).count();
   if (!staged.ok()) {
     return staged.status().WithContext(
         "staging the new kernel image failed; the active image "
         "keeps serving");
+  }
+  Status prepared = device.Prepare(*staged);
+  timing.stage_ms = std::chrono::duration<double, std::milli>(Clock::now() - stage_start).count();
+  if (!prepared.ok()) {
+    return prepared.WithContext(
+        "preparing the staged kernel image failed; the active image keeps serving");
   }
   auto since = [](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(Clock::now() - t).count();

@@ -1,8 +1,8 @@
 // An epoch switch (docs/live-update.md): replace the active kernel image by a
 // staged one without losing or re-running a task. The steps, in order:
 //
-//   1. stage: build the new image (from the build cache where it can) while
-//      the active image keeps serving;
+//   1. stage: build the new image (from the build cache where it can) and
+//      prepare its host-side tables while the active image keeps serving;
 //   2. quiesce: stop admitting submissions, let the worker finish what it
 //      holds and park (module loading blocks while any kernel runs);
 //   3. load the staged image next to the active one;
@@ -41,21 +41,27 @@ struct StagedImage {
 class EpochDevice {
  public:
   virtual ~EpochDevice() = default;
+  // Host-side preparation of `staged` (dispatch tables), outside the service
+  // gap: nothing is loaded and the active image keeps serving. A failure
+  // leaves everything as it was.
+  virtual Status Prepare(const StagedImage& staged) = 0;
   // Stops admitting submissions and waits, at most `timeout`, until none is
   // in flight and the worker is parked. On error the device must still
   // accept Resume().
   virtual Status Quiesce(std::chrono::microseconds timeout) = 0;
-  // Loads `staged` next to the active image. REQUIRES: quiesced.
+  // Loads `staged` next to the active image. REQUIRES: quiesced, and
+  // Prepare(staged) succeeded.
   virtual Status Load(const StagedImage& staged) = 0;
   // Makes the loaded staged image active and unloads the old one; cannot
   // fail once Load succeeded (its checks belong in Load). REQUIRES: quiesced.
   virtual void Commit(StagedImage staged) = 0;
-  // Admits submissions again. Called exactly once after every Quiesce.
+  // Admits submissions again and drops what Prepare made if it was not
+  // committed. Called exactly once after every Quiesce.
   virtual void Resume() = 0;
 };
 
 struct EpochSwitchTiming {
-  double stage_ms = 0;  // building the staged image (the service continues)
+  double stage_ms = 0;  // building and preparing the staged image (the service continues)
   double gap_us = 0;    // from quiesce to resume: the service gap
   // The gap's steps (they add up to about gap_us).
   double quiesce_us = 0;  // drain the submissions in flight and park the worker
@@ -64,8 +70,8 @@ struct EpochSwitchTiming {
 };
 
 // Runs the steps above. `stage` builds the image (no lock held: the device
-// keeps serving). Errors of `stage`, Quiesce and Load are returned, with
-// context saying which step failed.
+// keeps serving). Errors of `stage`, Prepare, Quiesce and Load are returned,
+// with context saying which step failed.
 Expected<EpochSwitchTiming> RunEpochSwitch(EpochDevice& device,
                                            const std::function<Expected<StagedImage>()>& stage,
                                            std::chrono::microseconds quiesce_timeout);

@@ -1,6 +1,7 @@
 // Device resources of the runtime: context, kernel image, queue memory,
 // buffers. The public Runtime methods forward here.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "gpuos/control/control_server.h"
@@ -161,10 +162,14 @@ Expected<StagedImage> RuntimeImpl::BuildStaged(
 
 Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
                                const std::vector<unsigned int>& aliases, CUmodule* module,
-                               CUfunction* worker) {
+                               CUfunction* worker,
+                               std::vector<std::pair<std::string, double>>* steps) {
+  using StepClock = std::chrono::steady_clock;
+  const StepClock::time_point start = StepClock::now();
   CUmodule loaded = nullptr;
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuModuleLoadData(&loaded, image.cubin.data()), "cuModuleLoadData"));
+  const StepClock::time_point load_done = StepClock::now();
   auto checked = [&]() -> Status {
     CUdeviceptr address = 0;
     std::size_t bytes = 0;
@@ -173,20 +178,12 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
              "cuModuleGetGlobal(gpuos_image_abi_version)"));
     unsigned int version = 0;
     // The copy stream, not the legacy one: that would wait for other
-    // streams' work (this runs inside an epoch switch's service gap).
+    // streams' work (this runs inside an epoch switch's service gap). The
+    // alias table is written in the same round trip: an image with another
+    // ABI is unloaded below, whatever its table holds.
     GPUOS_RETURN_IF_ERROR(
         Cuda(driver_->cuMemcpyDtoHAsync(&version, address, sizeof(version), copy_stream_),
              "reading the image's ABI version"));
-    GPUOS_RETURN_IF_ERROR(
-        Cuda(driver_->cuStreamSynchronize(copy_stream_), "reading the image's ABI version"));
-    if (version != device::kRuntimeAbiVersion) {
-      return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
-                         ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
-                         "; rebuild it (gpuos-registry build)");
-    }
-    GPUOS_RETURN_IF_ERROR(
-        Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
-             "cuModuleGetFunction(gpuos_queue_worker)"));
     GPUOS_RETURN_IF_ERROR(
         Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kAliasTableSymbol),
              "cuModuleGetGlobal(gpuos_alias_table)"));
@@ -195,11 +192,26 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
                                         std::min(bytes, aliases.size() * sizeof(unsigned int)),
                                         copy_stream_),
              "writing the alias table"));
-    return Cuda(driver_->cuStreamSynchronize(copy_stream_), "writing the alias table");
+    GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_),
+                               "reading the image's ABI version and writing its alias table"));
+    if (version != device::kRuntimeAbiVersion) {
+      return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
+                         ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
+                         "; rebuild it (gpuos-registry build)");
+    }
+    return Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
+                "cuModuleGetFunction(gpuos_queue_worker)");
   }();
   if (!checked.ok()) {
     (void)driver_->cuModuleUnload(loaded);
     return checked;
+  }
+  if (steps != nullptr) {
+    auto us = [](StepClock::duration d) {
+      return std::chrono::duration<double, std::micro>(d).count();
+    };
+    steps->emplace_back("module_load", us(load_done - start));
+    steps->emplace_back("module_checks", us(StepClock::now() - load_done));
   }
   *module = loaded;
   return Status::Ok();

@@ -19,6 +19,22 @@ void StoreRelease(T* p, T value) {
   std::atomic_ref<T>(*p).store(value, std::memory_order_release);
 }
 
+// Appends (name, microseconds since the previous mark) to a list of steps.
+class StepClock {
+ public:
+  explicit StepClock(std::vector<std::pair<std::string, double>>* steps)
+      : steps_(steps), last_(Clock::now()) {}
+  void Mark(const char* name) {
+    const Clock::time_point now = Clock::now();
+    steps_->emplace_back(name, std::chrono::duration<double, std::micro>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>>* steps_;
+  Clock::time_point last_;
+};
+
 std::vector<std::pair<std::string, std::string>> VersionPairs(
     const std::vector<std::pair<std::string, registry::SemVer>>& versions) {
   std::vector<std::pair<std::string, std::string>> pairs;
@@ -117,6 +133,7 @@ Expected<UpdateOutcome> RuntimeImpl::Update(const std::vector<LiveOperator>& ope
     outcome.load_us = timing.load_us;
     outcome.commit_us = timing.commit_us;
     std::lock_guard<std::mutex> lock(mutex_);
+    outcome.gap_detail_us = gap_detail_us_;
     stats_.last_epoch_gap_us = timing.gap_us;
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -162,8 +179,10 @@ std::vector<ActiveOperator> RuntimeImpl::ActiveOperators() const {
 
 Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   quiesce_lock_ = std::unique_lock<std::mutex>(mutex_);  // stops admitting: Submit waits
+  gap_detail_us_.clear();
   if (shut_down_) return Unavailable("the runtime was shut down");
   GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  StepClock step(&gap_detail_us_);
   const Clock::time_point deadline = Clock::now() + timeout;
   for (Reclaim(); !in_flight_.empty(); Reclaim()) {
     if (Clock::now() > deadline) {
@@ -173,8 +192,10 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
     }
     std::this_thread::yield();
   }
+  step.Mark("drain");
   if (generation_ == 0 || GridIdle()) {
     UnloadRetiredModules();
+    step.Mark("unload_retired");
     return Status::Ok();
   }
   // Nothing is in flight: ask the idle blocks to exit now rather than after
@@ -186,19 +207,22 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
     std::this_thread::yield();
   }
   StoreRelease(&control_->stop, 0u);
+  step.Mark("park");
   // The pollers copied `stop` into the device state; clear that copy too, or
-  // the next grid would exit at once.
-  static const unsigned int kZero = 0;
+  // the next grid would exit at once. On the worker's stream: after this
+  // grid (even one that did not park in time) and before the next launch,
+  // without waiting here.
   const CUdeviceptr stop_seen = params_.state + offsetof(device::QueueDeviceState, stop_seen);
-  GPUOS_RETURN_IF_ERROR(Cuda(
-      driver_->cuMemcpyHtoDAsync(stop_seen, &kZero, sizeof(kZero), copy_stream_), "stop_seen"));
-  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_), "stop_seen"));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuMemsetD32Async(stop_seen, 0u, 1, stream_), "clearing stop_seen"));
   if (result == CUDA_ERROR_NOT_READY) {
     return Unavailable("the worker did not park within " + std::to_string(timeout.count()) + " us");
   }
   GPUOS_RETURN_IF_ERROR(Cuda(result, "the worker"));
   RunDeferredFrees();
+  step.Mark("deferred_frees");
   UnloadRetiredModules();
+  step.Mark("unload_retired");
   return Status::Ok();
 }
 
@@ -207,24 +231,35 @@ void RuntimeImpl::UnloadRetiredModules() {
   retired_modules_.clear();
 }
 
-Status RuntimeImpl::Load(const StagedImage& staged) {
+Status RuntimeImpl::Prepare(const StagedImage& staged) {
   auto pending = std::make_unique<Pending>();
   pending->specs = std::make_unique<std::vector<registry::OperatorSpec>>(staged.specs);
   std::vector<const registry::OperatorSpec*> pointers;
   for (const auto& spec : *pending->specs) pointers.push_back(&spec);
   {
+    // The table changes only under update_mutex_, which the caller holds
+    // until Commit: this copy is still current then.
     std::lock_guard<std::mutex> table_lock(table_mutex_);
     pending->table = table_;
   }
   GPUOS_RETURN_IF_ERROR(pending->table.Load(staged.image, pointers, staged.active));
-  GPUOS_RETURN_IF_ERROR(
-      LoadModule(staged.image, pending->table.AliasTable(), &pending->module, &pending->worker));
+  pending_ = std::move(pending);
+  return Status::Ok();
+}
+
+Status RuntimeImpl::Load(const StagedImage& staged) {
+  if (pending_ == nullptr) return FailedPrecondition("Load without a prepared staged image");
+  Pending* pending = pending_.get();
+  GPUOS_RETURN_IF_ERROR(LoadModule(staged.image, pending->table.AliasTable(), &pending->module,
+                                   &pending->worker, &gap_detail_us_));
+  StepClock step(&gap_detail_us_);
   int per_sm = 0;
   const Status occupancy = Cuda(driver_->cuOccupancyMaxActiveBlocksPerMultiprocessor(
                                     &per_sm, pending->worker, device::kWorkerThreads, 0),
                                 "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   if (!occupancy.ok() || per_sm < 1) {
     (void)driver_->cuModuleUnload(pending->module);
+    pending->module = nullptr;
     return occupancy.ok() ? FailedPrecondition("the staged worker does not fit on an SM")
                           : occupancy;
   }
@@ -233,7 +268,7 @@ Status RuntimeImpl::Load(const StagedImage& staged) {
   // epoch must not shrink the grid for good, and no epoch may run more.
   pending->blocks =
       std::min(params_.diagnostic_blocks, static_cast<unsigned int>(per_sm) * multiprocessors_);
-  pending_ = std::move(pending);
+  step.Mark("occupancy");
   return Status::Ok();
 }
 
@@ -258,6 +293,7 @@ void RuntimeImpl::Commit(StagedImage staged) {
 }
 
 void RuntimeImpl::Resume() {
+  pending_.reset();  // prepared (and maybe not loaded) but not committed
   if (quiesce_lock_.owns_lock()) quiesce_lock_.unlock();
 }
 

@@ -120,6 +120,7 @@ class RuntimeImpl final : public EpochDevice {
   Expected<UpdateOutcome> Refresh();
   std::vector<ActiveOperator> ActiveOperators() const;
   // EpochDevice. Quiesce takes mutex_ and Resume releases it (same thread).
+  Status Prepare(const StagedImage& staged) override;
   Status Quiesce(std::chrono::microseconds timeout) override;
   Status Load(const StagedImage& staged) override;
   void Commit(StagedImage staged) override;
@@ -152,15 +153,17 @@ class RuntimeImpl final : public EpochDevice {
   Expected<StagedImage> BuildStaged(std::vector<registry::OperatorSpec> specs,
                                     std::map<std::string, registry::SemVer> active) const;
   // Loads `image` into a module and checks its ABI; writes `aliases` into its
-  // alias table. REQUIRES: no grid running.
+  // alias table. Appends the time of the load and of the checks to `steps`
+  // when given. REQUIRES: no grid running.
   Status LoadModule(const registry::KernelImage& image, const std::vector<unsigned int>& aliases,
-                    CUmodule* module, CUfunction* worker);
+                    CUmodule* module, CUfunction* worker,
+                    std::vector<std::pair<std::string, double>>* steps = nullptr);
   // REQUIRES mutex_. Writes the active table into the active module's alias
   // table (live: a copy on the copy stream).
   Status WriteAliasTable();
   // REQUIRES: mutex_, no grid running.
   void UnloadRetiredModules();
-  // The staged image after Load, until Commit.
+  // The staged image from Prepare (tables) and Load (module) until Commit.
   struct Pending {
     CUmodule module = nullptr;
     CUfunction worker = nullptr;
@@ -223,6 +226,9 @@ class RuntimeImpl final : public EpochDevice {
   OperatorTable table_;
   mutable std::mutex table_mutex_;
   std::unique_ptr<Pending> pending_;
+  // The last epoch switch's gap, step by step (UpdateOutcome::gap_detail_us);
+  // written between Quiesce and Resume.
+  std::vector<std::pair<std::string, double>> gap_detail_us_;
   // Images replaced by an epoch switch, unloaded at the next quiesce.
   std::vector<CUmodule> retired_modules_;
   std::vector<unsigned int> alias_upload_;  // source of the last alias-table copy

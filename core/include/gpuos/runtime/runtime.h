@@ -142,6 +142,9 @@ struct UpdateOutcome {
   double quiesce_us = 0;  //   drain the submissions in flight and park the worker
   double load_us = 0;     //   load the staged image and check it
   double commit_us = 0;   //   make it active and resume admitting
+  // Epoch switch, a diagnostic: the gap's finer steps in order (name,
+  // microseconds), e.g. ("drain", 12.5), ("park", 30.1), ("module_load", 250).
+  std::vector<std::pair<std::string, double>> gap_detail_us;
   std::string image_key;  // the active image afterwards (build-cache key)
 };
 
