@@ -219,7 +219,7 @@ inline device::TaskDesc MakeTask(std::uint32_t opcode, const std::vector<int>& t
                                  const std::vector<std::uint64_t>& slots) {
   device::TaskDesc task = {};
   task.opcode = opcode;
-  task.num_tensors = static_cast<unsigned int>(tensors.size());
+  task.num_tensors = static_cast<unsigned short>(tensors.size());
   for (std::size_t k = 0; k < tensors.size(); ++k) task.tensors[k] = tensors[k];
   task.begin = begin;
   task.end = end;

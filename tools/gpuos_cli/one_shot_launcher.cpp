@@ -99,7 +99,7 @@ Status OneShotLauncher::Prepare(const std::vector<device::TensorDesc>& tensors,
       dev::TaskDesc task = {};
       task.opcode = entry->slot;
       task.task_id = static_cast<unsigned int>(tasks.size());
-      task.num_tensors = static_cast<unsigned int>(step.tensors.size());
+      task.num_tensors = static_cast<unsigned short>(step.tensors.size());
       task.begin = begin;
       task.end = std::min(begin + items_per_task, items);
       for (std::size_t k = 0; k < step.tensors.size(); ++k) task.tensors[k] = step.tensors[k];

@@ -6,6 +6,8 @@
 #include "gpuos/registry/codegen.h"
 #include "gpuos/runtime/runtime.h"
 #include "runtime_impl.h"
+#include "task_layout.h"
+#include "task_tiling.h"
 
 namespace gpuos::runtime {
 
@@ -63,7 +65,7 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
   device::TaskDesc task = {};
   task.opcode = ref.slot;
   task.logical_op = ref.logical;
-  task.num_tensors = static_cast<unsigned int>(tensors.size());
+  task.num_tensors = static_cast<unsigned short>(tensors.size());
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     task.tensors[k] = static_cast<int>(InternTensor(tensors[k]));
   }
@@ -77,18 +79,15 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
   task.end = items;
   std::uint32_t tiles = options.tiles;
   if (tiles == 0) {
-    const bool elementwise = spec.kind == registry::OperatorKind::kElementwise;
-    const long long per_tile = elementwise ? kWorkItemsPerTile : kSlicesPerTile;
-    // Elementwise tiles pay a fixed cost each (claim, fences, dispatch:
-    // about 4 us): a few tiles per worker block balance the load without
-    // paying it thousands of times (bench elementwise_large_f32).
-    const long long most =
-        elementwise ? std::max<long long>(1, kElementwiseTilesPerBlock * runtime_->worker_blocks())
-                    : kMaxTiles;
-    tiles = static_cast<std::uint32_t>(std::clamp<long long>((items + per_tile - 1) / per_tile, 1,
-                                                             std::min<long long>(most, kMaxTiles)));
+    // Tiles pay a fixed cost each (claim, fences, dispatch: about 4 us): a
+    // few tiles per worker block balance the load without paying it
+    // thousands of times (bench elementwise_large_f32; task_tiling.h).
+    tiles = DefaultTileCount(spec.kind, items, TouchedElements(tensors), runtime_->worker_blocks());
   }
   task.num_tiles = std::min(tiles, kMaxTiles);
+  if (spec.kind == registry::OperatorKind::kElementwise && spec.inputs.size() < tensors.size()) {
+    task.flags = ElementwiseLayoutFlags(tensors, spec.inputs.size(), items);
+  }
   return Append(task, ref.logical, deps);
 }
 

@@ -11,7 +11,7 @@
 // another layout.
 #pragma once
 
-#define GPUOS_RUNTIME_ABI_VERSION 4
+#define GPUOS_RUNTIME_ABI_VERSION 5
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define GPUOS_HOST_DEVICE __host__ __device__
@@ -81,7 +81,8 @@ struct alignas(16) TaskDesc {
   unsigned int opcode;           // physical slot in the image's operator table; 0 = no-op
   unsigned int num_tiles;        // persistent queue: tiles [begin, end) is split into (0 = 1)
   unsigned int task_id;          // host-chosen; reported with errors
-  unsigned int num_tensors;      // entries of `tensors` in use: inputs, then outputs
+  unsigned short num_tensors;    // entries of `tensors` in use: inputs, then outputs
+  unsigned short flags;          // TaskFlags: what the host checked (0: nothing)
   long long begin;               // first work item of this tile
   long long end;                 // one past the last work item
   int tensors[kMaxTaskTensors];  // indices into the launch's TensorDesc table
@@ -96,6 +97,18 @@ struct alignas(16) TaskDesc {
   // When not 0: dispatch through the image's alias table
   // (gpuos_alias_table[logical_op] is the slot) instead of `opcode`.
   unsigned int logical_op;
+};
+
+// TaskDesc::flags: facts about a task's tensors that the host established
+// when the task was added, so operators need not recheck them per task.
+enum TaskFlags : unsigned short {
+  // The host checked the elementwise layout (below); without this bit the
+  // operator checks it itself.
+  kTaskLayoutChecked = 1u << 0,
+  // Every tensor is dense row-major with exactly the first output's shape
+  // and [begin, end) lies inside it (any tile of it too): work item i is
+  // offset i in every tensor. Only meaningful with kTaskLayoutChecked.
+  kTaskDenseElementwise = 1u << 1,
 };
 
 // Error codes a worker reports in WorkerStatus::error (first error wins).

@@ -4,7 +4,8 @@
 // dimension, and a dimension of size 1 (or stride 0) repeats its element.
 //
 // Dense fast path: when every tensor is contiguous with the output's shape
-// (checked once per task by DenseElementwise, no divisions), work item i is
+// (established by the host when it added the task, TaskDesc::flags, or else
+// checked once per task by DenseElementwise, no divisions), work item i is
 // offset i in every tensor. Generated code then runs rounds of
 // kDenseElementsPerThread elements per thread: all loads of a round are issued
 // first (16-byte vector loads when every tensor's tile start is aligned, else
@@ -112,7 +113,14 @@ class ElementwiseTile {
  public:
   __device__ ElementwiseTile(const OpCall& call, int num_inputs, int num_outputs)
       : call_(&call), num_inputs_(num_inputs), count_(num_inputs + num_outputs), dense_(false) {
-    dense_ = DenseElementwise(call, num_inputs, num_outputs);
+    // The host's verdict (TaskDesc::flags) when it gave one: no descriptor
+    // loads for a dense task, no second check for a strided one.
+    const unsigned int flags = call.task->flags;
+    if ((flags & kTaskLayoutChecked) != 0) {
+      dense_ = (flags & kTaskDenseElementwise) != 0;
+    } else {
+      dense_ = DenseElementwise(call, num_inputs, num_outputs);
+    }
     ok_ = dense_ || PrepareElementwise(call, num_inputs, num_outputs, &dense_);
   }
 
