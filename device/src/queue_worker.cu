@@ -29,7 +29,8 @@
 #include "gpuos/device/queue.h"
 #include "gpuos/device/queue_sync.cuh"
 
-extern "C" __device__ void gpuos_run_task(const gpuos::device::OpCall& call);
+extern "C" __device__ gpuos::device::OpFunction gpuos_resolve_operator(
+    const gpuos::device::TaskDesc& task, unsigned int* slot);
 
 namespace {
 
@@ -300,6 +301,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   __shared__ unsigned int next_task;
   __shared__ unsigned int sole_successor;
   __shared__ int claimed;
+  // The task's operator, resolved by thread 0 before the first barrier of a
+  // step, so that the table loads overlap its other work.
+  __shared__ gpuos::device::OpFunction op_function;
+  __shared__ unsigned int op_slot;
   const ReadyEntry start = DecodeReady(entry);
   const unsigned int slot = start.slot;
   if (threadIdx.x == 0) {
@@ -344,6 +349,11 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         tile.begin = begin < desc.end ? begin : desc.end;
         tile.end = begin + chunk < desc.end ? begin + chunk : desc.end;
       }
+      if (claimed) {
+        unsigned int op_slot_found = 0;
+        op_function = gpuos_resolve_operator(tile, &op_slot_found);
+        op_slot = op_slot_found;
+      }
       sole_successor = tiles == 1 ? SoleSuccessor(q, cache, at) : kNoTask;
       if (claimed) recorder->Start(q, desc, t);
     }
@@ -373,8 +383,15 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
     call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
     call.num_tensors = num_tensors;
     call.status = q.slot_status + slot;  // the submission's own error record
+    // LoadTensors checked the indices and num_tensors is clamped, so only
+    // the slot is left to check (gpuos_run_task does all three).
+    const gpuos::device::OpFunction op = op_function;
     if (!bad_tensor) {
-      gpuos_run_task(call);
+      if (op != nullptr) {
+        op(call);
+      } else if (op_slot != 0 && threadIdx.x == 0) {
+        gpuos::device::ReportError(call, gpuos::device::kWorkerBadOpcode, op_slot);
+      }
     } else if (threadIdx.x == 0) {
       gpuos::device::ReportError(call, gpuos::device::kWorkerBadTensorIndex,
                                  FirstBadTensor(q, desc, num_tensors));

@@ -38,19 +38,31 @@ using gpuos::device::OpCall;
 using gpuos::device::TaskDesc;
 using gpuos::device::WorkerParams;
 
-// Resolves the task's slot (through the alias table when logical_op != 0),
-// checks opcode and tensor indices so operators may index the descriptor
-// table without checks, and calls the operator with every thread of the
-// block. A no-op (slot 0) does nothing. Reports errors through call.status.
+// The operator of `task`: its slot (through the alias table when logical_op
+// != 0) in *slot, and the function there; nullptr for a no-op (slot 0) and
+// for a slot outside the table or empty (then *slot != 0).
+extern "C" __device__ __noinline__ gpuos::device::OpFunction gpuos_resolve_operator(
+    const TaskDesc& task, unsigned int* slot) {
+  unsigned int s = task.opcode;
+  if (task.logical_op != 0) {
+    s = task.logical_op < gpuos::device::kMaxLogicalOps ? gpuos_alias_table[task.logical_op]
+                                                        : 0xffffffffu;
+  }
+  *slot = s;
+  if (s == 0 || s >= gpuos_op_table_size) return nullptr;
+  return gpuos_op_table[s];
+}
+
+// Resolves the task's operator (gpuos_resolve_operator), checks opcode and
+// tensor indices so operators may index the descriptor table without checks,
+// and calls the operator with every thread of the block. A no-op (slot 0)
+// does nothing. Reports errors through call.status.
 extern "C" __device__ __noinline__ void gpuos_run_task(const OpCall& call) {
   const TaskDesc& task = *call.task;
-  unsigned int slot = task.opcode;
-  if (task.logical_op != 0) {
-    slot = task.logical_op < gpuos::device::kMaxLogicalOps ? gpuos_alias_table[task.logical_op]
-                                                           : 0xffffffffu;
-  }
+  unsigned int slot = 0;
+  const gpuos::device::OpFunction op = gpuos_resolve_operator(task, &slot);
   if (slot == 0) return;
-  if (slot >= gpuos_op_table_size || gpuos_op_table[slot] == nullptr) {
+  if (op == nullptr) {
     if (threadIdx.x == 0) gpuos::device::ReportError(call, gpuos::device::kWorkerBadOpcode, slot);
     return;
   }
@@ -66,7 +78,7 @@ extern "C" __device__ __noinline__ void gpuos_run_task(const OpCall& call) {
       return;
     }
   }
-  gpuos_op_table[slot](call);
+  op(call);
 }
 
 extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
