@@ -5,7 +5,13 @@
 #
 #   bash tools/gpu-check.sh [--no-bench] [--bench NAME] [--ctest-args "<args>"]
 #                           [--targets "<t>..."] [--sanitize | --no-sanitize]
+#                           [--demo] [--pytorch] [--all]
 #
+#   --demo            then run `gpuos demo` on a fresh repository ($OUT/demo.log;
+#                     GPUOS_DEMO_TIMEOUT_S, default 120)
+#   --pytorch         then frontends/pytorch/tools/gpu-check.sh: the package's
+#                     tests and the PyTorch benchmark ($OUT/torch/)
+#   --all             --demo and --pytorch: everything in one call
 #   --bench NAME      run only bench/run_NAME.sh (default: every bench/run_*.sh)
 #   --targets "T..."  build only these CMake targets (default: all); a cheap check
 #   --sanitize        run core_runtime_gpu_test under compute-sanitizer: memcheck
@@ -29,6 +35,8 @@ BENCH_NAME="*"
 CTEST_ARGS=""
 TARGETS=""
 SANITIZE=auto
+RUN_DEMO=0
+RUN_PYTORCH=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-bench) RUN_BENCH=0 ;;
@@ -40,6 +48,9 @@ while [[ $# -gt 0 ]]; do
       TARGETS="$2"; shift ;;
     --sanitize) SANITIZE=1 ;;
     --no-sanitize) SANITIZE=0 ;;
+    --demo) RUN_DEMO=1 ;;
+    --pytorch) RUN_PYTORCH=1 ;;
+    --all) RUN_DEMO=1; RUN_PYTORCH=1 ;;
     --ctest-args)
       [[ $# -ge 2 ]] || { echo "--ctest-args needs a value" >&2; exit 2; }
       CTEST_ARGS="$2"; shift ;;
@@ -157,5 +168,22 @@ if [[ $RUN_BENCH -eq 1 && -d "$ROOT/bench" ]]; then
     [[ -e "$b" ]] || continue
     bash "$b" "$BUILD_DIR" "$OUT" 2>&1 | tee -a "$OUT/bench.log" || status=1
   done
+fi
+
+if [[ $RUN_DEMO -eq 1 ]]; then
+  echo "== gpuos demo (fresh repository)"
+  demo_home="$(mktemp -d)"
+  (cd "$demo_home" && HOME="$demo_home" XDG_DATA_HOME="$demo_home" \
+    timeout "${GPUOS_DEMO_TIMEOUT_S:-120}" "$BUILD_DIR/bin/gpuos" demo) >"$OUT/demo.log" 2>&1 ||
+    { echo "DEMO FAILED"; status=1; }
+  tail -25 "$OUT/demo.log"
+  rm -rf "$demo_home"
+fi
+
+if [[ $RUN_PYTORCH -eq 1 ]]; then
+  echo "== PyTorch frontend"
+  OUT="$OUT/torch" GPUOS_BUILD_DIR="$BUILD_DIR" bash "$ROOT/frontends/pytorch/tools/gpu-check.sh" \
+    >"$OUT/torch_console.log" 2>&1 || { echo "PYTORCH CHECK FAILED"; status=1; }
+  tail -70 "$OUT/torch_console.log"
 fi
 exit $status
