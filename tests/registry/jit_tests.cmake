@@ -38,3 +38,12 @@ gpuos_add_test(registry_op_reference_test
           ${CMAKE_CURRENT_SOURCE_DIR}/jit_gpu_util.cpp
   LIBS gpuos::jit gpuos::cuda_driver gpuos::device_abi gpuos_builtin_packs
   LABELS gpu)
+
+# The linalg / normalization / reduction operators on the workloads' small
+# and medium shapes, split into tasks several ways.
+gpuos_add_test(registry_op_shapes_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/op_shapes_test.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/op_reference.cpp
+          ${CMAKE_CURRENT_SOURCE_DIR}/jit_gpu_util.cpp
+  LIBS gpuos::jit gpuos::cuda_driver gpuos::device_abi gpuos_builtin_packs
+  LABELS gpu)

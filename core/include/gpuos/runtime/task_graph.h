@@ -34,10 +34,12 @@ struct TaskOptions {
   // output elements = reduced slices for reductions). 0: the element count
   // of the first output.
   long long work_items = 0;
-  // Tiles the work is split into across blocks. 0: chosen from the work
-  // (kWorkItemsPerTile elementwise, at most kElementwiseTilesPerBlock per
-  // worker block; kSlicesPerTile otherwise), at most
-  // kMaxTiles.
+  // Tiles the work is split into across blocks. 0: chosen from the work:
+  // elementwise, kWorkItemsPerTile items per tile, at most
+  // kElementwiseTilesPerBlock per worker block; reductions and custom
+  // operators, one tile per kElementsPerOperatorTile elements of all the
+  // task's tensors together, at most kOperatorTilesPerBlock per worker block
+  // and at most one per work item. Always at most kMaxTiles.
   std::uint32_t tiles = 0;
   // The second type variable U of operators that have one (cast: dtype is
   // the input's, out_dtype the output's).
@@ -47,7 +49,13 @@ struct TaskOptions {
 inline constexpr long long kWorkItemsPerTile = 8192;
 // At most this many elementwise tiles per worker block (default tiling).
 inline constexpr long long kElementwiseTilesPerBlock = 4;
-inline constexpr long long kSlicesPerTile = 256;
+// Reductions and custom operators (default tiling): small and medium ones
+// spread over the worker blocks (a 1 x 256 x 256 matmul reads 64 Ki
+// elements: 9 tiles), tiny ones stay one tile (a 256-element layer_norm),
+// which runs without claims; each tile costs a few microseconds of fixed
+// dispatch work, so large ones stop at a few tiles per block.
+inline constexpr long long kElementsPerOperatorTile = 8192;
+inline constexpr long long kOperatorTilesPerBlock = 4;
 inline constexpr std::uint32_t kMaxTiles = 65535;
 
 // Attribute values as canonical text (name -> "1.5", "true"), as in packs.

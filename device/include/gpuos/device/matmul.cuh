@@ -3,20 +3,33 @@
 // rank 2 ([M, K] x [K, N]) or 3 ([B, M, K] x [B, K, N]; a batch stride of 0
 // broadcasts).
 //
-// The output is cut into 32 x 32 tiles. Work items are the output's
-// elements; a task computes the tiles whose first element (top-left corner)
-// lies in its [begin, end), so any split of the elements into tasks computes
-// every tile exactly once (tasks of whole 32-row bands balance best). Inputs
-// are staged through the block's scratch in K-slices, converted to the
-// compute type, zero-padded at the edges, so any strides work.
+// The output is cut into J 32 x 32 tiles (batch-major, then row-major). Work
+// items are out's elements (items = out.numel()); tile j belongs to the task
+// whose [begin, end) holds its anchor j * q + min(j, r), where q = items / J
+// and r = items % J: the anchors split [0, items) uniformly, so any split of
+// the items into tasks computes every tile exactly once and a uniform split
+// balances the tiles over the tasks (MatmulOwnedTiles).
+//
+// Inputs are staged through the block's scratch in K-slices of 32 (16 for
+// f64), converted to the compute type and zero-padded at the edges, so any
+// strides work. Each thread loads its share of the next slice into registers
+// before the block computes the current one, so one global round trip
+// overlaps each slice's arithmetic. Loads walk the operand's unit-stride
+// dimension across consecutive threads (rows when the row stride is 1, as in
+// a transposed weight), so they coalesce either way.
 //
 // - __half / __nv_bfloat16: tensor cores (nvcuda::wmma 16x16x16, f32
 //   accumulation); warps 0-3 each own a 16 x 16 quarter of the tile.
-// - float / double: each thread accumulates four outputs of the tile.
+// - float / double: thread t accumulates row t / 8, columns (t % 8) * 4 + 0..3
+//   of the tile. Staged tiles are XOR-swizzled, so stores walking either
+//   dimension and the compute loop's reads avoid bank conflicts.
+//
+// REQUIRES: blockDim.x == kWorkerThreads (the worker's launch).
 #pragma once
 
 #include <mma.h>
 
+#include "gpuos/device/abi.h"
 #include "gpuos/device/dtype_traits.cuh"
 #include "gpuos/device/op_context.cuh"
 #include "gpuos/device/tensor.cuh"
@@ -25,6 +38,7 @@ namespace gpuos {
 namespace device {
 
 constexpr int kMatmulTile = 32;
+constexpr int kMatmulThreads = static_cast<int>(kWorkerThreads);
 
 struct MatmulShape {
   long long batch, m, n, k;
@@ -49,34 +63,84 @@ __device__ bool MatmulCheck(const TensorAccessor<A>& a, const TensorAccessor<B>&
   return true;
 }
 
-// Calls tile(batch, row0, col0) for the tiles this task owns (uniform across
-// the block).
-template <typename F>
-__device__ void ForEachMatmulTile(const OpContext& ctx, const MatmulShape& s, F&& tile) {
-  if (s.m == 0 || s.n == 0 || ctx.begin() >= ctx.end()) return;
-  const long long rows = s.batch * s.m;
-  const long long first_row = ctx.begin() / s.n;
-  long long last_row = (ctx.end() - 1) / s.n;
-  if (last_row >= rows) last_row = rows - 1;
-  for (long long g = first_row; g <= last_row; ++g) {
-    const long long row = g % s.m;
-    if (row % kMatmulTile != 0) continue;
-    for (long long col = 0; col < s.n; col += kMatmulTile) {
-      const long long anchor = g * s.n + col;
-      if (anchor >= ctx.begin() && anchor < ctx.end()) tile(g / s.m, row, col);
-    }
+// The output tiles [*first, *last) this task computes (see the file comment).
+__device__ inline void MatmulOwnedTiles(const OpContext& ctx, const MatmulShape& s,
+                                        long long* first, long long* last) {
+  *first = *last = 0;
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  const long long tiles =
+      s.batch * ((s.m + kMatmulTile - 1) / kMatmulTile) * ((s.n + kMatmulTile - 1) / kMatmulTile);
+  const long long items = s.batch * s.m * s.n;  // >= tiles, so q >= 1
+  const long long q = items / tiles;
+  const long long r = items % tiles;
+  // The first tile whose anchor is >= x, for x in [0, items].
+  const auto first_at_or_after = [&](long long x) {
+    if (x <= r * (q + 1)) return (x + q) / (q + 1);
+    return r + (x - r * (q + 1) + q - 1) / q;
+  };
+  const long long begin = ctx.begin() < 0 ? 0 : (ctx.begin() > items ? items : ctx.begin());
+  const long long end = ctx.end() < begin ? begin : (ctx.end() > items ? items : ctx.end());
+  *first = first_at_or_after(begin);
+  *last = first_at_or_after(end);
+}
+
+// One operand's view of the current product: element (r, c) of batch `batch`
+// lies at data[base + r * row_stride + c * col_stride] for r < rows, c < cols.
+struct MatmulOperand {
+  long long base, row_stride, col_stride, rows, cols;
+  bool rows_fast;  // consecutive threads walk rows: the row stride is the unit one
+};
+
+template <typename E>
+__device__ MatmulOperand MakeMatmulOperand(const TensorAccessor<E>& t, const MatmulShape& s,
+                                           long long batch) {
+  MatmulOperand o;
+  o.base = s.rank == 3 ? batch * t.stride(0) : 0;
+  o.row_stride = t.stride(s.rank - 2);
+  o.col_stride = t.stride(s.rank - 1);
+  o.rows = t.size(s.rank - 2);
+  o.cols = t.size(s.rank - 1);
+  o.rows_fast = o.row_stride == 1 && o.col_stride != 1;
+  return o;
+}
+
+// Position (r, c) of this thread's p-th element of a kRows x kCols block.
+template <int kRows, int kCols>
+__device__ __forceinline__ void MatmulElement(bool rows_fast, int p, int* r, int* c) {
+  const int i = static_cast<int>(threadIdx.x) + p * kMatmulThreads;
+  *r = rows_fast ? i % kRows : i / kCols;
+  *c = rows_fast ? i / kRows : i % kCols;
+}
+
+// Loads this thread's share of the kRows x kCols block at (row0, col0) of an
+// operand into registers, converted to C; 0 outside the operand.
+template <int kRows, int kCols, typename C, typename E>
+__device__ __forceinline__ void MatmulLoadBlock(const E* data, const MatmulOperand& o,
+                                                long long row0, long long col0,
+                                                C (&regs)[kRows * kCols / kMatmulThreads]) {
+#pragma unroll
+  for (int p = 0; p < kRows * kCols / kMatmulThreads; ++p) {
+    int r, c;
+    MatmulElement<kRows, kCols>(o.rows_fast, p, &r, &c);
+    const long long row = row0 + r;
+    const long long col = col0 + c;
+    regs[p] = row < o.rows && col < o.cols
+                  ? convert<C>(data[o.base + row * o.row_stride + col * o.col_stride])
+                  : convert<C>(0.0f);
   }
 }
 
-// Element (batch, r, c) of a rank-2 or rank-3 view, converted to C; 0
-// outside [0, rows) x [0, cols).
-template <typename C, typename E>
-__device__ __forceinline__ C MatmulLoad(const TensorAccessor<E>& t, int rank, long long batch,
-                                        long long r, long long c, long long rows, long long cols) {
-  if (r >= rows || c >= cols) return C(0);
-  long long offset = r * t.stride(rank - 2) + c * t.stride(rank - 1);
-  if (rank == 3) offset += batch * t.stride(0);
-  return convert<C>(t.at_offset(offset));
+// Stores the registers MatmulLoadBlock filled at tile[index(r, c)].
+template <int kRows, int kCols, typename C, typename Index>
+__device__ __forceinline__ void MatmulStoreBlock(C* tile, bool rows_fast,
+                                                 const C (&regs)[kRows * kCols / kMatmulThreads],
+                                                 Index index) {
+#pragma unroll
+  for (int p = 0; p < kRows * kCols / kMatmulThreads; ++p) {
+    int r, c;
+    MatmulElement<kRows, kCols>(rows_fast, p, &r, &c);
+    tile[index(r, c)] = regs[p];
+  }
 }
 
 template <typename E>
@@ -89,31 +153,55 @@ __device__ __forceinline__ void MatmulStore(const TensorAccessor<E>& out, const 
   out.at_offset(offset) = convert<typename RemoveConst<E>::type>(v);
 }
 
-// float / double: SIMT tiles. Thread t computes row t / 8, columns
-// (t % 8) * 4 + 0..3 of the 32 x 32 tile.
+// Calls tile(batch, row0, col0) for the tiles this task owns (uniform across
+// the block).
+template <typename F>
+__device__ void ForEachMatmulTile(const OpContext& ctx, const MatmulShape& s, F&& tile) {
+  long long first, last;
+  MatmulOwnedTiles(ctx, s, &first, &last);
+  const long long tiles_n = (s.n + kMatmulTile - 1) / kMatmulTile;
+  const long long per_batch = ((s.m + kMatmulTile - 1) / kMatmulTile) * tiles_n;
+  for (long long j = first; j < last; ++j) {
+    const long long in_batch = j % per_batch;
+    tile(j / per_batch, (in_batch / tiles_n) * kMatmulTile, (in_batch % tiles_n) * kMatmulTile);
+  }
+}
+
+// float / double: SIMT tiles.
 template <typename T>
 __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& a,
                            const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
                            const MatmulShape& s) {
   using C = compute_type_t<T>;
-  constexpr int kSlice = sizeof(C) == 8 ? 8 : 16;  // 2 * 32 * kSlice * sizeof(C) <= 8 KiB
-  C* a_tile = ctx.scratch<C>();                    // [32][kSlice]
-  C* b_tile = a_tile + kMatmulTile * kSlice;       // [kSlice][32]
+  constexpr int kSlice = sizeof(C) == 8 ? 16 : 32;  // 2 * 32 * kSlice * sizeof(C) <= 8 KiB
+  constexpr int kPerThread = kMatmulTile * kSlice / kMatmulThreads;
+  C* a_tile = ctx.scratch<C>();               // [32][kSlice], column c at c ^ (row % kSlice)
+  C* b_tile = a_tile + kMatmulTile * kSlice;  // [kSlice][32], column c at c ^ (row % 32)
+  const auto a_index = [](int r, int c) { return r * kSlice + (c ^ (r & (kSlice - 1))); };
+  const auto b_index = [](int r, int c) { return r * kMatmulTile + (c ^ (r & (kMatmulTile - 1))); };
   const int tid = ctx.thread_index();
   const int row = tid / 8;
   const int col = (tid % 8) * 4;
   ForEachMatmulTile(ctx, s, [&](long long batch, long long row0, long long col0) {
+    const MatmulOperand ao = MakeMatmulOperand(a, s, batch);
+    const MatmulOperand bo = MakeMatmulOperand(b, s, batch);
+    C a_next[kPerThread], b_next[kPerThread];
+    MatmulLoadBlock<kMatmulTile, kSlice>(a.data(), ao, row0, 0, a_next);
+    MatmulLoadBlock<kSlice, kMatmulTile>(b.data(), bo, 0, col0, b_next);
     C acc[4] = {C(0), C(0), C(0), C(0)};
     for (long long k0 = 0; k0 < s.k; k0 += kSlice) {
-      for (int i = tid; i < kMatmulTile * kSlice; i += ctx.num_threads()) {
-        a_tile[i] = MatmulLoad<C>(a, s.rank, batch, row0 + i / kSlice, k0 + i % kSlice, s.m, s.k);
-        b_tile[i] =
-            MatmulLoad<C>(b, s.rank, batch, k0 + i / kMatmulTile, col0 + i % kMatmulTile, s.k, s.n);
-      }
+      MatmulStoreBlock<kMatmulTile, kSlice>(a_tile, ao.rows_fast, a_next, a_index);
+      MatmulStoreBlock<kSlice, kMatmulTile>(b_tile, bo.rows_fast, b_next, b_index);
       ctx.sync();
+      if (k0 + kSlice < s.k) {  // the next slice's loads fly while this one computes
+        MatmulLoadBlock<kMatmulTile, kSlice>(a.data(), ao, row0, k0 + kSlice, a_next);
+        MatmulLoadBlock<kSlice, kMatmulTile>(b.data(), bo, k0 + kSlice, col0, b_next);
+      }
+#pragma unroll 8
       for (int kk = 0; kk < kSlice; ++kk) {
-        const C x = a_tile[row * kSlice + kk];
-        for (int j = 0; j < 4; ++j) acc[j] += x * b_tile[kk * kMatmulTile + col + j];
+        const C x = a_tile[a_index(row, kk)];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[j] += x * b_tile[b_index(kk, col + j)];
       }
       ctx.sync();
     }
@@ -127,34 +215,48 @@ __device__ void MatmulTensorCore(const OpContext& ctx, const TensorAccessor<cons
                                  const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
                                  const MatmulShape& s) {
   namespace wmma = nvcuda::wmma;
-  constexpr int kSlice = 16;
-  // wmma wants 32-byte aligned tiles; the scratch is 16-byte aligned.
+  constexpr int kSlice = 32;
+  constexpr int kPerThread = kMatmulTile * kSlice / kMatmulThreads;
+  // Rows padded by 8 elements (16 bytes) against bank conflicts; wmma wants
+  // 32-byte aligned fragment pointers (every 16th row and column is) and
+  // leading dimensions that are multiples of 8.
+  constexpr int kLd = kMatmulTile + 8;  // == kSlice + 8
   unsigned char* base = ctx.scratch<unsigned char>();
   base += (32 - (reinterpret_cast<unsigned long long>(base) & 31)) & 31;
-  T* a_tile = reinterpret_cast<T*>(base);                                   // [32][16], 1 KiB
-  T* b_tile = a_tile + kMatmulTile * kSlice;                                // [16][32], 1 KiB
-  float* c_tile = reinterpret_cast<float*>(b_tile + kSlice * kMatmulTile);  // [32][32], 4 KiB
+  T* a_tile = reinterpret_cast<T*>(base);  // [32][kLd], 2.5 KiB
+  T* b_tile = a_tile + kMatmulTile * kLd;  // [kSlice][kLd], 2.5 KiB
+  // [32][32] f32, 4 KiB: reuses the staging area once the K loop is done.
+  float* c_tile = reinterpret_cast<float*>(base);
+  const auto index = [](int r, int c) { return r * kLd + c; };
   const int tid = ctx.thread_index();
   const int warp = tid / 32;
   const int warp_row = (warp / 2) * 16;
   const int warp_col = (warp % 2) * 16;
   ForEachMatmulTile(ctx, s, [&](long long batch, long long row0, long long col0) {
+    const MatmulOperand ao = MakeMatmulOperand(a, s, batch);
+    const MatmulOperand bo = MakeMatmulOperand(b, s, batch);
+    T a_next[kPerThread], b_next[kPerThread];
+    MatmulLoadBlock<kMatmulTile, kSlice>(a.data(), ao, row0, 0, a_next);
+    MatmulLoadBlock<kSlice, kMatmulTile>(b.data(), bo, 0, col0, b_next);
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
     for (long long k0 = 0; k0 < s.k; k0 += kSlice) {
-      for (int i = tid; i < kMatmulTile * kSlice; i += ctx.num_threads()) {
-        a_tile[i] = convert<T>(
-            MatmulLoad<float>(a, s.rank, batch, row0 + i / kSlice, k0 + i % kSlice, s.m, s.k));
-        b_tile[i] = convert<T>(MatmulLoad<float>(b, s.rank, batch, k0 + i / kMatmulTile,
-                                                 col0 + i % kMatmulTile, s.k, s.n));
-      }
+      MatmulStoreBlock<kMatmulTile, kSlice>(a_tile, ao.rows_fast, a_next, index);
+      MatmulStoreBlock<kSlice, kMatmulTile>(b_tile, bo.rows_fast, b_next, index);
       ctx.sync();
+      if (k0 + kSlice < s.k) {
+        MatmulLoadBlock<kMatmulTile, kSlice>(a.data(), ao, row0, k0 + kSlice, a_next);
+        MatmulLoadBlock<kSlice, kMatmulTile>(b.data(), bo, k0 + kSlice, col0, b_next);
+      }
       if (warp < 4) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, a_tile + warp_row * kSlice, kSlice);
-        wmma::load_matrix_sync(fb, b_tile + warp_col, kMatmulTile);
-        wmma::mma_sync(acc, fa, fb, acc);
+#pragma unroll
+        for (int kk = 0; kk < kSlice; kk += 16) {
+          wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+          wmma::load_matrix_sync(fa, a_tile + warp_row * kLd + kk, kLd);
+          wmma::load_matrix_sync(fb, b_tile + kk * kLd + warp_col, kLd);
+          wmma::mma_sync(acc, fa, fb, acc);
+        }
       }
       ctx.sync();
     }

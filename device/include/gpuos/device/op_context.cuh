@@ -54,24 +54,62 @@ class OpContext {
 
   // Block-wide reduction: every thread passes its `value`; all threads get
   // combine() folded over all of them, in a fixed order (deterministic for a
-  // given block size). `combine` must be associative. Uses the scratch
-  // (num_threads() * sizeof(V) bytes, at most 8 KiB, i.e. V of up to 32
-  // bytes) and syncs; every thread of the block must call it.
+  // given block size). `combine` must be associative and commutative (the
+  // fold pairs threads as a tree). V must be trivially copyable, of up to 32
+  // bytes. Each warp folds its values with shuffles, warp leaders exchange
+  // through the scratch (32 * sizeof(V) bytes at most), and every thread folds
+  // the warps' partials in warp order: two barriers. Every thread of the
+  // block must call it.
   template <typename V, typename F>
   __device__ V reduce(V value, F combine) const {
     V* slots = scratch<V>();
     const int tid = thread_index();
-    slots[tid] = value;
+    const int warps = (num_threads() + 31) / 32;
+    const V warp_value = WarpReduce(value, combine, num_threads() - (tid & ~31));
+    if ((tid & 31) == 0) slots[tid / 32] = warp_value;
     __syncthreads();
-    for (int width = num_threads(); width > 1;) {
-      const int half = (width + 1) / 2;
-      if (tid < width - half) slots[tid] = combine(slots[tid], slots[tid + half]);
-      __syncthreads();
-      width = half;
-    }
-    const V result = slots[0];
+    V result = slots[0];
+    for (int w = 1; w < warps; ++w) result = combine(result, slots[w]);
     __syncthreads();
     return result;
+  }
+
+  // Folds `value` over the lanes of the calling warp with shuffles (a tree in
+  // a fixed order); lane 0 gets the result (other lanes a partial fold).
+  // `lanes`: the warp's threads that exist (>= 32 for a full warp). Every
+  // existing lane of the warp must call it.
+  template <typename V, typename F>
+  __device__ static V WarpReduce(V value, F combine, int lanes = 32) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const unsigned int mask = lanes >= 32 ? 0xffffffffu : (1u << lanes) - 1u;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const V other = ShuffleDown(value, offset, mask);
+      if (lane + offset < lanes) value = combine(value, other);
+    }
+    return value;
+  }
+
+  // Lane (lane + offset)'s `value` (undefined where that lane is not in
+  // `mask`), moved as 32-bit words so any trivially copyable V works.
+  template <typename V>
+  __device__ static V ShuffleDown(const V& value, int offset, unsigned int mask = 0xffffffffu) {
+    Words<V> words(value);
+#pragma unroll
+    for (int w = 0; w < Words<V>::kCount; ++w) {
+      words.word[w] = __shfl_down_sync(mask, words.word[w], offset);
+    }
+    return words.Get(value);
+  }
+
+  // Lane `source`'s `value` in every lane of the (full) warp.
+  template <typename V>
+  __device__ static V Broadcast(const V& value, int source) {
+    Words<V> words(value);
+#pragma unroll
+    for (int w = 0; w < Words<V>::kCount; ++w) {
+      words.word[w] = __shfl_sync(0xffffffffu, words.word[w], source);
+    }
+    return words.Get(value);
   }
 
   __device__ int num_inputs() const { return num_inputs_; }
@@ -114,6 +152,44 @@ class OpContext {
   __device__ const OpCall& call() const { return *call_; }
 
  private:
+  // A value of V as 32-bit words (for shuffles). NVRTC has no memcpy, so
+  // bytes are copied through unsigned char, which may alias anything;
+  // word-aligned types copy whole words.
+  template <typename V>
+  struct Words {
+    static constexpr int kCount = static_cast<int>((sizeof(V) + 3) / 4);
+    unsigned int word[kCount];
+    __device__ explicit Words(const V& value) {
+      if constexpr (sizeof(V) % 4 == 0 && alignof(V) >= 4) {
+        const unsigned int* from = reinterpret_cast<const unsigned int*>(&value);
+#pragma unroll
+        for (int w = 0; w < kCount; ++w) word[w] = from[w];
+      } else {
+        word[kCount - 1] = 0;
+        const unsigned char* from = reinterpret_cast<const unsigned char*>(&value);
+        unsigned char* to = reinterpret_cast<unsigned char*>(word);
+#pragma unroll
+        for (unsigned int i = 0; i < sizeof(V); ++i) to[i] = from[i];
+      }
+    }
+    // The words as a V (`like` supplies a V to overwrite, for types
+    // without a default constructor).
+    __device__ V Get(const V& like) const {
+      V result = like;
+      if constexpr (sizeof(V) % 4 == 0 && alignof(V) >= 4) {
+        unsigned int* to = reinterpret_cast<unsigned int*>(&result);
+#pragma unroll
+        for (int w = 0; w < kCount; ++w) to[w] = word[w];
+      } else {
+        const unsigned char* from = reinterpret_cast<const unsigned char*>(word);
+        unsigned char* to = reinterpret_cast<unsigned char*>(&result);
+#pragma unroll
+        for (unsigned int i = 0; i < sizeof(V); ++i) to[i] = from[i];
+      }
+      return result;
+    }
+  };
+
   const OpCall* call_;
   int num_inputs_;
 };

@@ -1,10 +1,13 @@
-// Softmax and log_softmax along the last dimension, shared by the
-// std.normalization operators (operators/std_normalization.yaml).
+// Row-wise operators along the last dimension: softmax and log_softmax, and
+// the row loop (ForEachRow) that they and the std.normalization operators'
+// layer_norm and rms_norm bodies share (operators/std_normalization.yaml).
 //
 // Work items are out's elements; a task handles the rows whose first element
-// lies in its tile (OpContext::first_unit / end_unit). Per row: the maximum,
-// then the sum of exp(a - max), both block-reduced (ctx.reduce), then the
-// outputs. Reports ctx.fail(1) when a and out differ in shape.
+// lies in its tile (OpContext::first_unit / end_unit). Rows of up to
+// kWarpRowLimit elements are handled one per warp (the block's warps take
+// the task's rows in turn; warp shuffles reduce, no block barrier); longer
+// rows by the whole block (OpContext::reduce). The choice depends on the row
+// length only, so results do not depend on how the host splits the work.
 #pragma once
 
 #include "gpuos/device/dtype_traits.cuh"
@@ -14,8 +17,47 @@
 namespace gpuos {
 namespace device {
 
-// kLog = false: softmax; true: log_softmax. Every thread of the block must
-// call it.
+constexpr long long kWarpRowLimit = 256;
+
+// The threads that handle one row: a warp or the whole block. Element j of
+// the row belongs to thread `lane` when j % size == lane.
+struct RowGroup {
+  const OpContext* ctx;
+  bool warp;
+  int lane;
+  int size;
+
+  // combine() folded over the group's values, in a fixed order; every
+  // thread of the group gets it. Every thread of the group must call it
+  // (of the block, for a block group).
+  template <typename V, typename F>
+  __device__ V reduce(V value, F combine) const {
+    if (warp) return OpContext::Broadcast(OpContext::WarpReduce(value, combine), 0);
+    return ctx->reduce(value, combine);
+  }
+};
+
+// Calls body(row, group) for the task's rows of `n` elements (n > 0). Every
+// thread of the block must call it; body must not sync the block.
+template <typename F>
+__device__ void ForEachRow(const OpContext& ctx, long long n, F&& body) {
+  const long long first = ctx.first_unit(n);
+  const long long end = ctx.end_unit(n);
+  const int tid = ctx.thread_index();
+  if (n <= kWarpRowLimit) {
+    const RowGroup group{&ctx, true, tid % 32, 32};
+    for (long long row = first + tid / 32; row < end; row += ctx.num_threads() / 32) {
+      body(row, group);
+    }
+  } else {
+    const RowGroup group{&ctx, false, tid, ctx.num_threads()};
+    for (long long row = first; row < end; ++row) body(row, group);
+  }
+}
+
+// kLog = false: softmax; true: log_softmax. Per row: the maximum, then the
+// sum of exp(a - max), then the outputs. Reports ctx.fail(1) when a and out
+// differ in shape. Every thread of the block must call it.
 template <typename T, bool kLog>
 __device__ void SoftmaxRows(const OpContext& ctx, const TensorAccessor<const T>& a,
                             const TensorAccessor<T>& out) {
@@ -28,27 +70,27 @@ __device__ void SoftmaxRows(const OpContext& ctx, const TensorAccessor<const T>&
   if (n == 0) return;
   const long long a_step = a.last_stride();
   const long long out_step = out.last_stride();
-  for (long long row = ctx.first_unit(n); row < ctx.end_unit(n); ++row) {
+  ForEachRow(ctx, n, [&](long long row, const RowGroup& g) {
     const long long a_base = a.offset_of(row * n);
     const long long out_base = out.offset_of(row * n);
     C local_max = ::gpuos::lowest<C>();
-    for (long long j = ctx.thread_index(); j < n; j += ctx.num_threads()) {
+    for (long long j = g.lane; j < n; j += g.size) {
       const C v = convert<C>(a.at_offset(a_base + j * a_step));
       local_max = v > local_max ? v : local_max;
     }
-    const C row_max = ctx.reduce(local_max, [](C x, C y) { return x > y ? x : y; });
+    const C row_max = g.reduce(local_max, [](C x, C y) { return x > y ? x : y; });
     C local_sum = C(0);
-    for (long long j = ctx.thread_index(); j < n; j += ctx.num_threads()) {
+    for (long long j = g.lane; j < n; j += g.size) {
       local_sum += exp(convert<C>(a.at_offset(a_base + j * a_step)) - row_max);
     }
-    const C sum = ctx.reduce(local_sum, [](C x, C y) { return x + y; });
+    const C sum = g.reduce(local_sum, [](C x, C y) { return x + y; });
     const C log_sum = log(sum);
-    for (long long j = ctx.thread_index(); j < n; j += ctx.num_threads()) {
+    for (long long j = g.lane; j < n; j += g.size) {
       const C shifted = convert<C>(a.at_offset(a_base + j * a_step)) - row_max;
       out.at_offset(out_base + j * out_step) =
           convert<T>(kLog ? shifted - log_sum : exp(shifted) / sum);
     }
-  }
+  });
 }
 
 }  // namespace device

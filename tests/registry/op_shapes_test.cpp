@@ -1,0 +1,220 @@
+// The std.linalg, std.normalization and std.reduction operators on the
+// small and medium shapes of the PyTorch workloads (batch-1 Linear layers,
+// attention heads, softmax over many short rows, layer_norm of one or eight
+// tokens), with non-contiguous inputs, each split into tasks several ways
+// (one task, a uniform split like the host's, one task per work item), on
+// several blocks, against float64 CPU references (op_reference.h). Label
+// `gpu`; skips with the reason where there is no CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "gpuos/registry/codegen.h"
+#include "jit_gpu_util.h"
+#include "jit_test_util.h"
+#include "op_reference.h"
+
+namespace gpuos::registry {
+namespace {
+
+using testing::GpuSession;
+using testing::HostTensor;
+
+double Tolerance(DType dtype) {
+  return dtype == DType::kF16 ? 4e-3 : dtype == DType::kBF16 ? 3e-2 : 1e-4;
+}
+
+class OpShapesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    session_ = new GpuSession();
+    if (!session_->available()) return;
+    const std::set<std::string> wanted = {"matmul",     "bmm",      "softmax",
+                                          "layer_norm", "rms_norm", "sum"};
+    ops_ = new std::vector<OperatorSpec>();
+    for (const OperatorSpec& op : testing::BuiltinOperators()) {
+      if (wanted.count(op.name)) ops_->push_back(op);
+    }
+    session_->LoadImageOf(*ops_);
+  }
+  static void TearDownTestSuite() {
+    delete session_;
+    delete ops_;
+    session_ = nullptr;
+    ops_ = nullptr;
+  }
+  void SetUp() override {
+    if (!session_->available()) GTEST_SKIP() << session_->skip_reason();
+    ASSERT_TRUE(session_->ready()) << session_->error();
+  }
+
+  std::vector<double> Random(long long n, double low, double high) {
+    std::uniform_real_distribution<double> distribution(low, high);
+    std::vector<double> values(n);
+    for (double& v : values) v = distribution(generator_);
+    return values;
+  }
+
+  // Runs `name` on `tensors` with [0, work) split into `tasks` tasks of
+  // ceil(work / tasks) items (the worker's split of a tiled task) on 8 blocks.
+  void Run(const std::string& name, DType dtype, std::vector<HostTensor*> tensors, long long work,
+           long long tasks, const std::vector<std::pair<std::string, std::string>>& attributes) {
+    const OperatorSpec* op = nullptr;
+    for (const OperatorSpec& o : *ops_) {
+      if (o.name == name) op = &o;
+    }
+    ASSERT_NE(op, nullptr) << name;
+    const ImageEntry* entry = session_->image().Find(op->name, op->version, dtype);
+    ASSERT_NE(entry, nullptr);
+    auto slots = EncodeAttributeSlots(*op, attributes);
+    ASSERT_TRUE(slots.ok()) << slots.status().ToString();
+    std::vector<int> indices;
+    for (std::size_t k = 0; k < tensors.size(); ++k) indices.push_back(static_cast<int>(k));
+    const long long chunk = (work + tasks - 1) / tasks;
+    std::vector<device::TaskDesc> descs;
+    for (long long t = 0; t < tasks; ++t) {
+      const long long begin = std::min(work, t * chunk);
+      descs.push_back(
+          testing::MakeTask(entry->slot, indices, begin, std::min(work, begin + chunk), *slots));
+      descs.back().task_id = static_cast<unsigned>(descs.size());
+    }
+    auto status = session_->Run(descs, tensors, 8);
+    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    ASSERT_EQ(status->error, 0u) << "task " << status->task_id << " detail " << status->detail;
+  }
+
+  void Expect(const HostTensor& out, const std::vector<double>& reference, double tolerance) {
+    const std::vector<double> got = out.Values();
+    ASSERT_EQ(got.size(), reference.size());
+    int reported = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double want = testing::ConvertTo(out.dtype, reference[i]);
+      if (!(std::fabs(got[i] - want) <= tolerance * (1.0 + std::fabs(want))) && reported++ < 5) {
+        ADD_FAILURE() << "element " << i << " is " << got[i] << ", expected " << want;
+      }
+    }
+  }
+
+  // x [batch, in] times the transpose of a dense weight [out, in], as
+  // torch.nn.Linear computes it (b's inner stride is not 1).
+  void Linear(DType dtype, long long batch, long long in, long long out_features) {
+    HostTensor x = HostTensor::Dense(dtype, {batch, in}, Random(batch * in, -1, 1));
+    HostTensor w =
+        HostTensor::Dense(dtype, {out_features, in}, Random(out_features * in, -1, 1)).Transposed();
+    const std::vector<double> reference =
+        testing::MatmulReference(x.Values(), w.Values(), 1, batch, in, out_features);
+    for (long long tasks : {1LL, 9LL, batch * out_features}) {
+      SCOPED_TRACE("tasks " + std::to_string(tasks));
+      HostTensor out = HostTensor::Poisoned(dtype, {batch, out_features});
+      Run("matmul", dtype, {&x, &w, &out}, batch * out_features, tasks, {});
+      if (HasFatalFailure()) return;
+      Expect(out, reference, Tolerance(dtype));
+    }
+  }
+
+  static GpuSession* session_;
+  static std::vector<OperatorSpec>* ops_;
+  std::mt19937 generator_{2024};
+};
+
+GpuSession* OpShapesTest::session_ = nullptr;
+std::vector<OperatorSpec>* OpShapesTest::ops_ = nullptr;
+
+TEST_F(OpShapesTest, BatchOneAndEightLinearLayers) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Linear(dtype, 1, 256, 256);
+    Linear(dtype, 8, 256, 256);
+    Linear(dtype, 3, 70, 45);  // edges of partial tiles and K slices
+  }
+}
+
+TEST_F(OpShapesTest, AttentionHeadsBmm) {
+  // [8, 128, 64] x [8, 64, 128]; b a view with unit stride along K (the
+  // transpose of keys), a dense.
+  const long long heads = 8, seq = 128, dim = 64;
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    HostTensor q = HostTensor::Dense(dtype, {heads, seq, dim}, Random(heads * seq * dim, -1, 1));
+    HostTensor k = HostTensor::Dense(dtype, {heads, seq, dim}, Random(heads * seq * dim, -1, 1));
+    std::swap(k.sizes[1], k.sizes[2]);  // [8, 64, 128], strides (seq * dim, 1, dim)
+    std::swap(k.strides[1], k.strides[2]);
+    const std::vector<double> reference =
+        testing::MatmulReference(q.Values(), k.Values(), heads, seq, dim, seq);
+    for (long long tasks : {1LL, 32LL, 132LL}) {
+      SCOPED_TRACE("tasks " + std::to_string(tasks));
+      HostTensor out = HostTensor::Poisoned(dtype, {heads, seq, seq});
+      Run("bmm", dtype, {&q, &k, &out}, heads * seq * seq, tasks, {});
+      if (HasFatalFailure()) return;
+      Expect(out, reference, Tolerance(dtype));
+    }
+  }
+}
+
+TEST_F(OpShapesTest, SoftmaxOfManyShortRows) {
+  const long long rows = 1024, n = 128;
+  for (bool transposed : {false, true}) {
+    SCOPED_TRACE(transposed ? "transposed input" : "dense input");
+    HostTensor a =
+        transposed ? HostTensor::Dense(DType::kF32, {n, rows}, Random(rows * n, -4, 4)).Transposed()
+                   : HostTensor::Dense(DType::kF32, {rows, n}, Random(rows * n, -4, 4));
+    const std::vector<double> reference = testing::SoftmaxReference(a.Values(), n);
+    for (long long tasks : {1LL, 132LL, 1000LL}) {
+      SCOPED_TRACE("tasks " + std::to_string(tasks));
+      HostTensor out = HostTensor::Poisoned(DType::kF32, {rows, n});
+      Run("softmax", DType::kF32, {&a, &out}, rows * n, tasks, {});
+      if (HasFatalFailure()) return;
+      Expect(out, reference, 1e-5);
+    }
+  }
+}
+
+TEST_F(OpShapesTest, LayerNormAndRmsNormOfOneAndEightTokens) {
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (long long batch : {1LL, 8LL}) {
+      for (long long n : {256LL, 1000LL}) {  // one row per warp; one per block
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " batch " + std::to_string(batch) + " n " +
+                     std::to_string(n));
+        HostTensor a = HostTensor::Dense(dtype, {n, batch}, Random(batch * n, -3, 3)).Transposed();
+        HostTensor weight = HostTensor::Dense(dtype, {n}, Random(n, 0.5, 1.5));
+        HostTensor bias = HostTensor::Dense(dtype, {n}, Random(n, -1, 1));
+        for (long long tasks : {1LL, 3LL}) {
+          HostTensor out = HostTensor::Poisoned(dtype, {batch, n});
+          Run("layer_norm", dtype, {&a, &weight, &bias, &out}, batch * n, tasks, {{"eps", "1e-5"}});
+          if (HasFatalFailure()) return;
+          Expect(out,
+                 testing::LayerNormReference(a.Values(), n, weight.Values(), bias.Values(), 1e-5),
+                 Tolerance(dtype));
+          HostTensor rms = HostTensor::Poisoned(dtype, {batch, n});
+          Run("rms_norm", dtype, {&a, &weight, &rms}, batch * n, tasks, {{"eps", "1e-6"}});
+          if (HasFatalFailure()) return;
+          Expect(rms, testing::RmsNormReference(a.Values(), n, weight.Values(), 1e-6),
+                 Tolerance(dtype));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(OpShapesTest, SumOfShortSlicesByWarpsAndLongSlicesByTheBlock) {
+  for (const auto& [rows, n] : {std::pair<long long, long long>{1024, 128}, {3, 3000}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(n));
+    HostTensor a = HostTensor::Dense(DType::kF32, {n, rows}, Random(rows * n, -1, 1)).Transposed();
+    const std::vector<double> values = a.Values();
+    std::vector<double> reference(rows, 0.0);
+    for (long long r = 0; r < rows; ++r) {
+      for (long long j = 0; j < n; ++j) reference[r] += values[r * n + j];
+    }
+    for (long long tasks : {1LL, 17LL}) {
+      HostTensor out = HostTensor::Poisoned(DType::kF32, {rows});
+      Run("sum", DType::kF32, {&a, &out}, rows, std::min(tasks, rows), {});
+      if (HasFatalFailure()) return;
+      Expect(out, reference, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuos::registry
