@@ -229,8 +229,13 @@ class RuntimeImpl final : public EpochDevice {
   // The last epoch switch's gap, step by step (UpdateOutcome::gap_detail_us);
   // written between Quiesce and Resume.
   std::vector<std::pair<std::string, double>> gap_detail_us_;
-  // Images replaced by an epoch switch, unloaded at the next quiesce.
+  // Images replaced by an epoch switch, unloaded when the worker has parked
+  // by itself (EnsureWorker, WaitUntilParked), at a quiesce that finds it
+  // parked or that finds kRetiredImagesKept of them, or at shutdown.
   std::vector<CUmodule> retired_modules_;
+  static constexpr std::size_t kRetiredImagesKept = 4;
+  // Set by Commit, cleared by the next EnsureWorker (guarded by mutex_).
+  bool relaunch_after_switch_ = false;
   std::vector<unsigned int> alias_upload_;  // source of the last alias-table copy
   std::unique_lock<std::mutex> quiesce_lock_;
   std::chrono::microseconds quiesce_timeout_{10000000};

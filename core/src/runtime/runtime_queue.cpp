@@ -111,7 +111,12 @@ Status RuntimeImpl::EnsureWorker() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
   if (generation_ != 0 && parked < generation_) return Status::Ok();
-  if (GridIdle()) RunDeferredFrees();
+  if (GridIdle()) {  // what must wait until no kernel runs
+    RunDeferredFrees();
+    // Not right after an epoch switch: this launch ends its service gap.
+    if (!relaunch_after_switch_) UnloadRetiredModules();
+  }
+  relaunch_after_switch_ = false;
   // The generation moves only when a grid really starts: after a failed
   // launch the next Submit must try again, not believe a grid is running.
   params_.generation = generation_ + 1;
@@ -369,6 +374,7 @@ Status RuntimeImpl::WaitUntilParked(std::chrono::microseconds timeout) {
       const CUresult result = driver_->cuStreamQuery(stream_);
       if (result == CUDA_SUCCESS) {
         RunDeferredFrees();
+        UnloadRetiredModules();
         return Status::Ok();
       }
       if (result != CUDA_ERROR_NOT_READY) return Cuda(result, "the worker");
