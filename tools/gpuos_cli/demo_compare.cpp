@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace gpuos::cli {
@@ -131,6 +133,14 @@ Expected<std::vector<VariantResult>> CompareWorkload(const Workload& w,
   launcher.reset();  // module unload and frees: the worker is parked
   for (const auto& buffer : buffers) rt.Free(buffer);
 
+  if (std::getenv("GPUOS_DEMO_SAMPLES") != nullptr) {  // diagnostic: every run, in order
+    for (const auto* samples : {&launch_us, &rt_us}) {
+      std::fprintf(stderr, "%s %s (us, in run order, %d a round):", w.name.c_str(),
+                   samples == &launch_us ? "cuda_launch" : "gpuos", per_round);
+      for (double us : *samples) std::fprintf(stderr, " %.0f", us);
+      std::fprintf(stderr, "\n");
+    }
+  }
   results.push_back(Summarize(w.name, "cuda_launch", launch_us));
   results.back().correct = launch_ok;
   results.back().max_abs_error = launch_error;

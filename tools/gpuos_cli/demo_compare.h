@@ -23,7 +23,9 @@ struct VariantResult {
 // `rt` must have been opened on the same operator set as `image`. Timing:
 // rounds of `per_round` launches-variant runs, then (worker warm) the same
 // number of runtime runs; the runtime is parked between rounds so the
-// baseline does not share the GPU with a polling worker.
+// baseline does not share the GPU with a polling worker. With the
+// environment variable GPUOS_DEMO_SAMPLES set, every run's time is printed
+// to stderr in run order (a diagnostic).
 Expected<std::vector<VariantResult>> CompareWorkload(const Workload& workload,
                                                      const registry::KernelImage& image,
                                                      const std::vector<registry::OperatorSpec>& ops,
