@@ -229,9 +229,10 @@ class RuntimeImpl final : public EpochDevice {
   // The last epoch switch's gap, step by step (UpdateOutcome::gap_detail_us);
   // written between Quiesce and Resume.
   std::vector<std::pair<std::string, double>> gap_detail_us_;
-  // Images replaced by an epoch switch, unloaded when the worker has parked
-  // by itself (EnsureWorker, WaitUntilParked), at a quiesce that finds it
-  // parked or that finds kRetiredImagesKept of them, or at shutdown.
+  // Images replaced by an epoch switch, oldest first, unloaded when the
+  // worker has parked by itself (EnsureWorker, WaitUntilParked), at a quiesce
+  // that finds it parked, or at shutdown; a quiesce that finds
+  // kRetiredImagesKept of them unloads the oldest.
   std::vector<CUmodule> retired_modules_;
   static constexpr std::size_t kRetiredImagesKept = 4;
   // Set by Commit, cleared by the next EnsureWorker (guarded by mutex_).
