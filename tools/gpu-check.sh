@@ -7,8 +7,8 @@
 #                           [--targets "<t>..."] [--sanitize | --no-sanitize]
 #                           [--demo] [--pytorch] [--all]
 #
-#   --demo            then run `gpuos demo` on a fresh repository ($OUT/demo.log;
-#                     GPUOS_DEMO_TIMEOUT_S, default 120)
+#   --demo            then run `gpuos demo` on a fresh repository ($OUT/demo.log,
+#                     with every timed run listed; GPUOS_DEMO_TIMEOUT_S, default 120)
 #   --pytorch         then frontends/pytorch/tools/gpu-check.sh: the package's
 #                     tests and the PyTorch benchmark ($OUT/torch/)
 #   --all             --demo and --pytorch: everything in one call
@@ -174,7 +174,8 @@ if [[ $RUN_DEMO -eq 1 ]]; then
   echo "== gpuos demo (fresh repository)"
   demo_home="$(mktemp -d)"
   (cd "$demo_home" && HOME="$demo_home" XDG_DATA_HOME="$demo_home" \
-    timeout "${GPUOS_DEMO_TIMEOUT_S:-120}" "$BUILD_DIR/bin/gpuos" demo) >"$OUT/demo.log" 2>&1 ||
+    GPUOS_DEMO_SAMPLES=1 timeout "${GPUOS_DEMO_TIMEOUT_S:-120}" "$BUILD_DIR/bin/gpuos" demo) \
+    >"$OUT/demo.log" 2>&1 ||
     { echo "DEMO FAILED"; status=1; }
   tail -25 "$OUT/demo.log"
   rm -rf "$demo_home"
