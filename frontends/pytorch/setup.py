@@ -99,7 +99,7 @@ setup(
     ext_modules=[
         CppExtension(
             "gpuos._C",
-            ["csrc/extension.cpp"],
+            ["csrc/extension.cpp", "csrc/batching.cpp", "csrc/batching_python.cpp"],
             include_dirs=[str(HERE / "csrc")],
             libraries=["gpuos_torch_bridge"],
             extra_compile_args=["-O2"],

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "batching_python.h"
 #include "gpuos_torch_bridge.h"
 
 namespace py = pybind11;
@@ -247,4 +248,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("run", &Program::Run)
       .def_property_readonly("num_tasks", &Program::num_tasks)
       .def("set_timeout_us", &Program::set_timeout_us);
+  gpuos_torch::BindBatching(m);
 }

@@ -11,6 +11,10 @@ persistent-kernel runtime (docs/pytorch.md).
 (entry point), or with `backend=gpuos.backend`. Importing needs no GPU; a
 function whose inputs are not on a CUDA device, or whose graph has an op the
 standard packs cannot run, runs eagerly and is counted in stats().
+
+`with gpuos.batching(): ...` intercepts the thread's aten ops in C++ and, for
+now, only counts them (gpuos.batching_stats()) and runs them eagerly: the
+recording into gpuos task graphs is not built yet.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import torch
 
 from . import _runtime
 from ._aten import COVERAGE, TABLE
+from ._batching import batching, batching_stats, reset_batching_stats
 from ._compile import DEFAULT_CACHE_SIZE, CompiledFunction, backend, trace
 from ._lowering import Unsupported, lower as _lower
 from ._program import Program
 
 __all__ = ["compile", "backend", "stats", "reset_stats", "lower", "available", "coverage",
-           "Program", "Unsupported", "CompiledFunction"]
+           "batching", "batching_stats", "reset_batching_stats", "Program", "Unsupported",
+           "CompiledFunction"]
 __version__ = "0.1.0"
 
 
