@@ -5,6 +5,7 @@
 // checked. Skips with the reason where there is no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -172,6 +173,7 @@ TEST_F(LiveGpuTest, TenThousandCyclesUnderLoadLoseNothing) {
   SemVer active = versions[1];
   std::vector<Future> pending;
   int flips = 0, switches = 0;
+  std::uint64_t max_retired = 0;  // replaced images kept loaded, never unbounded
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     const std::size_t buffer = static_cast<std::size_t>(cycle) % kBuffers;
     auto f = SubmitProbes(*runtime, buffers[buffer], kSteps);
@@ -197,6 +199,7 @@ TEST_F(LiveGpuTest, TenThousandCyclesUnderLoadLoseNothing) {
     auto outcome = runtime->Update({LiveOperator{Probe(target.minor), Probe(previous->minor)}});
     ASSERT_TRUE(outcome.ok()) << "cycle " << cycle << ": " << outcome.status().ToString();
     (outcome->action == "epoch_switch" ? switches : flips) += 1;
+    max_retired = std::max(max_retired, runtime->stats().retired_images);
     active = target;
     if (pending.size() == kBuffers) {
       for (const Future& p : pending) ASSERT_TRUE(p.Wait().ok());
@@ -220,10 +223,13 @@ TEST_F(LiveGpuTest, TenThousandCyclesUnderLoadLoseNothing) {
   EXPECT_EQ(stats.tiles_completed, stats.tasks_submitted) << "lost or re-run tasks";
   EXPECT_GT(switches, 100);
   EXPECT_GT(flips, 1000);
+  EXPECT_LE(max_retired, 4u);
+  ASSERT_TRUE(runtime->WaitUntilParked().ok());  // a park unloads the replaced images
+  EXPECT_EQ(runtime->stats().retired_images, 0u);
   std::cout << "cycles " << kCycles << ": alias flips " << flips << ", epoch switches " << switches
-            << ", load graphs " << load_graphs.load() << ", tasks " << stats.tasks_submitted
-            << " run " << stats.tiles_completed << ", last epoch gap " << stats.last_epoch_gap_us
-            << " us\n";
+            << ", most replaced images kept " << max_retired << ", load graphs "
+            << load_graphs.load() << ", tasks " << stats.tasks_submitted << " run "
+            << stats.tiles_completed << ", last epoch gap " << stats.last_epoch_gap_us << " us\n";
 }
 
 // Operators from pack files (RuntimeConfig::pack_paths); a bad path is an

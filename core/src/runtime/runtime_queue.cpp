@@ -394,6 +394,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   RuntimeStats stats = stats_;
   stats.worker_blocks = blocks_;
+  stats.retired_images = retired_modules_.size();
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
     stats.worker_sm_clock_mhz = static_cast<double>(LoadAcquire(&control_->sm_clock_khz)) / 1000;

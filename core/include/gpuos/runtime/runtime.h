@@ -104,6 +104,7 @@ struct RuntimeStats {
   std::uint64_t alias_flips = 0;       // live version changes without a new image
   std::uint64_t epoch_switches = 0;    // kernel images replaced
   double last_epoch_gap_us = 0;        // service gap of the last epoch switch
+  std::uint64_t retired_images = 0;    // replaced images still loaded (unloaded at a park)
   std::uint64_t watchdog_reports = 0;  // tasks the watchdog found over task_time_limit
 };
 
