@@ -180,25 +180,30 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
     // The copy stream, not the legacy one: that would wait for other
     // streams' work (this runs inside an epoch switch's service gap). The
     // alias table is written in the same round trip: an image with another
-    // ABI is unloaded below, whatever its table holds.
+    // ABI is unloaded below, whatever its table holds. `version` is pageable
+    // memory, so the copy into it has finished when the call returns, even
+    // on an early return.
     GPUOS_RETURN_IF_ERROR(
         Cuda(driver_->cuMemcpyDtoHAsync(&version, address, sizeof(version), copy_stream_),
              "reading the image's ABI version"));
-    GPUOS_RETURN_IF_ERROR(
-        Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kAliasTableSymbol),
-             "cuModuleGetGlobal(gpuos_alias_table)"));
-    GPUOS_RETURN_IF_ERROR(
-        Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
-                                        std::min(bytes, aliases.size() * sizeof(unsigned int)),
-                                        copy_stream_),
-             "writing the alias table"));
+    const Status alias_table = [&]() -> Status {
+      GPUOS_RETURN_IF_ERROR(
+          Cuda(driver_->cuModuleGetGlobal(&address, &bytes, loaded, registry::kAliasTableSymbol),
+               "cuModuleGetGlobal(gpuos_alias_table)"));
+      return Cuda(driver_->cuMemcpyHtoDAsync(address, aliases.data(),
+                                             std::min(bytes, aliases.size() * sizeof(unsigned int)),
+                                             copy_stream_),
+                  "writing the alias table");
+    }();
     GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_),
                                "reading the image's ABI version and writing its alias table"));
+    // The ABI first: an image of another ABI may lack the alias table.
     if (version != device::kRuntimeAbiVersion) {
       return AbiMismatch("kernel image built for runtime ABI " + std::to_string(version) +
                          ", this gpuos uses " + std::to_string(device::kRuntimeAbiVersion) +
                          "; rebuild it (gpuos-registry build)");
     }
+    GPUOS_RETURN_IF_ERROR(alias_table);
     return Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
                 "cuModuleGetFunction(gpuos_queue_worker)");
   }();

@@ -194,8 +194,7 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   }
   step.Mark("drain");
   if (generation_ == 0 || GridIdle()) {
-    UnloadRetiredModules();  // nothing waits on this gap: the worker had parked by itself
-    step.Mark("unload_retired");
+    if (UnloadOldestRetiredModuleIfFull()) step.Mark("unload_retired");
     return Status::Ok();
   }
   // Nothing is in flight: ask the idle blocks to exit now rather than after
@@ -216,22 +215,38 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuMemsetD32Async(stop_seen, 0u, 1, stream_), "clearing stop_seen"));
   if (result == CUDA_ERROR_NOT_READY) {
+    // The grid still runs and serves after Resume: clear its copy now, or
+    // its blocks would keep exiting as if stopped and the last one would
+    // skip its look at the submission tail (stranding a Submit).
+    static const unsigned int kZero = 0;
+    GPUOS_RETURN_IF_ERROR(Cuda(
+        driver_->cuMemcpyHtoDAsync(stop_seen, &kZero, sizeof(kZero), copy_stream_), "stop_seen"));
+    GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_), "stop_seen"));
     return Unavailable("the worker did not park within " + std::to_string(timeout.count()) + " us");
   }
   GPUOS_RETURN_IF_ERROR(Cuda(result, "the worker"));
   RunDeferredFrees();
   step.Mark("deferred_frees");
-  // Unloading an image costs about as much as loading one (the H100 at
-  // ef882c6: 338 us median), so a busy runtime keeps a few replaced images
-  // loaded and unloads them when its worker parks by itself (EnsureWorker,
-  // WaitUntilParked). Here only the oldest, once kRetiredImagesKept have
-  // piled up: unloading all four at once cost 1.4 ms (0748dfc).
-  if (retired_modules_.size() >= kRetiredImagesKept) {
-    (void)driver_->cuModuleUnload(retired_modules_.front());
-    retired_modules_.erase(retired_modules_.begin());
-    step.Mark("unload_retired");
-  }
+  if (UnloadOldestRetiredModuleIfFull()) step.Mark("unload_retired");
   return Status::Ok();
+}
+
+// Unloading an image costs about as much as loading one (the H100 at
+// ef882c6: 338 us median), so a busy runtime keeps a few replaced images
+// loaded and unloads them one per relaunch after the worker parked by itself
+// (EnsureWorker) or all in WaitUntilParked. Inside a switch's gap only the
+// oldest, once kRetiredImagesKept have piled up: unloading all four at once
+// cost 1.4 ms (0748dfc).
+bool RuntimeImpl::UnloadOldestRetiredModuleIfFull() {
+  if (retired_modules_.size() < kRetiredImagesKept) return false;
+  UnloadOldestRetiredModule();
+  return true;
+}
+
+void RuntimeImpl::UnloadOldestRetiredModule() {
+  if (retired_modules_.empty()) return;
+  (void)driver_->cuModuleUnload(retired_modules_.front());
+  retired_modules_.erase(retired_modules_.begin());
 }
 
 void RuntimeImpl::UnloadRetiredModules() {

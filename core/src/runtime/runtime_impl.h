@@ -161,8 +161,11 @@ class RuntimeImpl final : public EpochDevice {
   // REQUIRES mutex_. Writes the active table into the active module's alias
   // table (live: a copy on the copy stream).
   Status WriteAliasTable();
-  // REQUIRES: mutex_, no grid running.
+  // REQUIRES: mutex_, no grid running. All retired images; the oldest; the
+  // oldest when kRetiredImagesKept are kept (true when it unloaded one).
   void UnloadRetiredModules();
+  void UnloadOldestRetiredModule();
+  bool UnloadOldestRetiredModuleIfFull();
   // The staged image from Prepare (tables) and Load (module) until Commit.
   struct Pending {
     CUmodule module = nullptr;
@@ -229,10 +232,10 @@ class RuntimeImpl final : public EpochDevice {
   // The last epoch switch's gap, step by step (UpdateOutcome::gap_detail_us);
   // written between Quiesce and Resume.
   std::vector<std::pair<std::string, double>> gap_detail_us_;
-  // Images replaced by an epoch switch, oldest first, unloaded when the
-  // worker has parked by itself (EnsureWorker, WaitUntilParked), at a quiesce
-  // that finds it parked, or at shutdown; a quiesce that finds
-  // kRetiredImagesKept of them unloads the oldest.
+  // Images replaced by an epoch switch, oldest first: one is unloaded per
+  // relaunch after the worker parked by itself (EnsureWorker), all by
+  // WaitUntilParked and at shutdown, and the oldest by a quiesce that finds
+  // kRetiredImagesKept of them.
   std::vector<CUmodule> retired_modules_;
   static constexpr std::size_t kRetiredImagesKept = 4;
   // Set by Commit, cleared by the next EnsureWorker (guarded by mutex_).

@@ -116,8 +116,9 @@ Status RuntimeImpl::EnsureWorker() {
   if (generation_ != 0 && parked < generation_) return Status::Ok();
   if (GridIdle()) {  // what must wait until no kernel runs
     RunDeferredFrees();
-    // Not right after an epoch switch: this launch ends its service gap.
-    if (!relaunch_after_switch_) UnloadRetiredModules();
+    // One at a time, and not right after an epoch switch (this launch ends
+    // its service gap): the caller waits for it.
+    if (!relaunch_after_switch_) UnloadOldestRetiredModule();
   }
   relaunch_after_switch_ = false;
   // The generation moves only when a grid really starts: after a failed

@@ -9,7 +9,8 @@ bool DenseWithShape(const device::TensorDesc& t, const device::TensorDesc& shape
   for (int d = t.rank - 1; d >= 0; --d) {
     if (t.sizes[d] != shape.sizes[d]) return false;
     if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
-    expected *= t.sizes[d];
+    // Raw descriptors may carry any sizes: an overflow is no dense layout.
+    if (t.sizes[d] < 0 || __builtin_mul_overflow(expected, t.sizes[d], &expected)) return false;
   }
   return true;
 }

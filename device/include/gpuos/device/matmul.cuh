@@ -175,6 +175,8 @@ __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& 
   using C = compute_type_t<T>;
   constexpr int kSlice = sizeof(C) == 8 ? 16 : 32;  // 2 * 32 * kSlice * sizeof(C) <= 8 KiB
   constexpr int kPerThread = kMatmulTile * kSlice / kMatmulThreads;
+  static_assert(2 * kMatmulTile * kSlice * sizeof(C) <= kWorkerScratchBytes,
+                "the staged slices must fit the block's scratch");
   C* a_tile = ctx.scratch<C>();               // [32][kSlice], column c at c ^ (row % kSlice)
   C* b_tile = a_tile + kMatmulTile * kSlice;  // [kSlice][32], column c at c ^ (row % 32)
   const auto a_index = [](int r, int c) { return r * kSlice + (c ^ (r & (kSlice - 1))); };
@@ -221,6 +223,11 @@ __device__ void MatmulTensorCore(const OpContext& ctx, const TensorAccessor<cons
   // 32-byte aligned fragment pointers (every 16th row and column is) and
   // leading dimensions that are multiples of 8.
   constexpr int kLd = kMatmulTile + 8;  // == kSlice + 8
+  // The slices, or the f32 output tile after the K loop, plus 32 bytes of
+  // alignment slack.
+  static_assert(2 * kMatmulTile * kLd * sizeof(T) + 32 <= kWorkerScratchBytes &&
+                    kMatmulTile * kMatmulTile * sizeof(float) + 32 <= kWorkerScratchBytes,
+                "the staged slices must fit the block's scratch");
   unsigned char* base = ctx.scratch<unsigned char>();
   base += (32 - (reinterpret_cast<unsigned long long>(base) & 31)) & 31;
   T* a_tile = reinterpret_cast<T*>(base);  // [32][kLd], 2.5 KiB

@@ -38,7 +38,8 @@ struct RowGroup {
 };
 
 // Calls body(row, group) for the task's rows of `n` elements (n > 0). Every
-// thread of the block must call it; body must not sync the block.
+// thread of the block must call it; body must not call ctx.sync() or
+// ctx.reduce() itself (use the RowGroup's reduce).
 template <typename F>
 __device__ void ForEachRow(const OpContext& ctx, long long n, F&& body) {
   const long long first = ctx.first_unit(n);
