@@ -429,6 +429,7 @@ Expected<DeviceBuffer> Runtime::ImageGlobal(const std::string& symbol) const {
 }
 
 Expected<DeviceBuffer> RuntimeImpl::ImageGlobal(const std::string& symbol) const {
+  std::lock_guard<std::mutex> lock(mutex_);  // module_ changes at an epoch switch
   if (module_ == nullptr) return Unavailable("the runtime is shut down");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
