@@ -118,6 +118,15 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
   return id;
 }
 
+Status TaskGraph::SetTensorAddress(std::size_t tensor_index, std::uint64_t address) {
+  if (tensor_index >= tensors_.size()) {
+    return InvalidArgument("tensor " + std::to_string(tensor_index) + " of a graph with " +
+                           std::to_string(tensors_.size()) + " tensor descriptors");
+  }
+  tensors_[tensor_index].data = address;
+  return Status::Ok();
+}
+
 Expected<TaskId> TaskGraph::AddNoop(const std::vector<TaskId>& deps) {
   device::TaskDesc task = {};
   task.num_tiles = 1;

@@ -66,14 +66,12 @@ Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffe
     return InvalidArgument("the program has " + std::to_string(num_buffers_) + " buffers; got " +
                            std::to_string(num_buffers) + " addresses");
   }
-  // TaskGraph has no call to rebind addresses yet; the vector is a member of
-  // our own non-const graph, so writing through the const reference is
-  // well-defined. Submit copies the descriptors, so the next run may rewrite
-  // them as soon as Submit returns.
-  auto& tensors = const_cast<std::vector<device::TensorDesc>&>(graph_.tensors());
+  // Submit copies the descriptors, so the next run may rebind them as soon
+  // as Submit returns.
   for (const Binding& binding : bindings_) {
-    tensors[binding.tensor_index].data =
-        addresses[binding.buffer] + static_cast<unsigned long long>(binding.byte_offset);
+    GPUOS_RETURN_IF_ERROR(graph_.SetTensorAddress(
+        binding.tensor_index,
+        addresses[binding.buffer] + static_cast<unsigned long long>(binding.byte_offset)));
   }
   GPUOS_ASSIGN_OR_RETURN(const runtime::Future done, runtime_->Submit(graph_));
   return done.Wait(timeout);

@@ -89,6 +89,14 @@ class TaskGraph {
   // dispatch cost. Errors as Add for `deps`.
   Expected<TaskId> AddNoop(const std::vector<TaskId>& deps = {});
 
+  // Points descriptor `tensor_index` (an index into tensors()) at another
+  // device address, keeping its dtype, sizes and strides: how a graph built
+  // once is replayed on new buffers of the same layout. Submit copies the
+  // descriptors, so this may run again as soon as Submit returned. The caller
+  // keeps the memory alive until the submissions using it are done. Errors:
+  // InvalidArgument for an index past tensors().
+  Status SetTensorAddress(std::size_t tensor_index, std::uint64_t address);
+
   std::size_t size() const { return tasks_.size(); }
   bool empty() const { return tasks_.empty(); }
 
