@@ -8,7 +8,8 @@
 #                           [--demo] [--pytorch] [--all]
 #
 #   --demo            then run `gpuos demo` on a fresh repository ($OUT/demo.log,
-#                     with every timed run listed; GPUOS_DEMO_TIMEOUT_S, default 120)
+#                     with every timed run listed, and the comparison's task timeline
+#                     in $OUT/demo_trace.json; GPUOS_DEMO_TIMEOUT_S, default 120)
 #   --pytorch         then frontends/pytorch/tools/gpu-check.sh: the package's
 #                     tests and the PyTorch benchmark ($OUT/torch/)
 #   --all             --demo and --pytorch: everything in one call
@@ -174,7 +175,7 @@ if [[ $RUN_DEMO -eq 1 ]]; then
   echo "== gpuos demo (fresh repository)"
   demo_home="$(mktemp -d)"
   (cd "$demo_home" && HOME="$demo_home" XDG_DATA_HOME="$demo_home" \
-    GPUOS_DEMO_SAMPLES=1 timeout "${GPUOS_DEMO_TIMEOUT_S:-120}" "$BUILD_DIR/bin/gpuos" demo) \
+    GPUOS_DEMO_SAMPLES=1 GPUOS_DEMO_TRACE="$OUT/demo_trace.json" timeout "${GPUOS_DEMO_TIMEOUT_S:-120}" "$BUILD_DIR/bin/gpuos" demo) \
     >"$OUT/demo.log" 2>&1 ||
     { echo "DEMO FAILED"; status=1; }
   tail -25 "$OUT/demo.log"

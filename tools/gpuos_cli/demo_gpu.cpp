@@ -1,6 +1,7 @@
 #include "demo_gpu.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "demo_compare.h"
 #include "gpuos/cuda_driver.h"
@@ -39,6 +40,9 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
   config.repository_path = repository_path;
   config.operators = ops;
   config.control_socket = "off";  // the live-update part opens the repository's runtime
+  // A diagnostic: the comparison's task timeline as a Chrome trace.
+  const char* trace_path = std::getenv("GPUOS_DEMO_TRACE");
+  if (trace_path != nullptr) config.trace_capacity = 1u << 19;
   out.Line("== starting the persistent runtime");
   GPUOS_ASSIGN_OR_RETURN(auto rt, runtime::Runtime::Open(config));
 
@@ -66,6 +70,11 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
                        {"correct", r.correct},
                        {"max_abs_error", r.max_abs_error}});
     }
+  }
+  if (trace_path != nullptr) {
+    GPUOS_RETURN_IF_ERROR(rt->Synchronize());
+    GPUOS_RETURN_IF_ERROR(rt->ExportChromeTrace(trace_path));
+    out.Line(std::string("   task timeline written to ") + trace_path);
   }
   const auto stats = rt->stats();
   out.Line("   runtime: " + std::to_string(stats.submissions) + " submissions, " +
