@@ -209,8 +209,8 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   step.Mark("park");
   // The pollers copied `stop` into the device state; clear that copy too, or
   // the next grid would exit at once. On the worker's stream: after this
-  // grid (even one that did not park in time) and before the next launch,
-  // without waiting here.
+  // grid and before the next launch, without waiting here (a grid that did
+  // not park in time is cleared at once as well, below).
   const CUdeviceptr stop_seen = params_.state + offsetof(device::QueueDeviceState, stop_seen);
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuMemsetD32Async(stop_seen, 0u, 1, stream_), "clearing stop_seen"));
