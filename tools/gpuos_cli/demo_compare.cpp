@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
+
+#include "gpuos/environment.h"
 
 namespace gpuos::cli {
 namespace {
@@ -133,7 +134,7 @@ Expected<std::vector<VariantResult>> CompareWorkload(const Workload& w,
   launcher.reset();  // module unload and frees: the worker is parked
   for (const auto& buffer : buffers) rt.Free(buffer);
 
-  if (std::getenv("GPUOS_DEMO_SAMPLES") != nullptr) {  // diagnostic: every run, in order
+  if (GetEnv("GPUOS_DEMO_SAMPLES")) {  // diagnostic: every run, in order
     for (const auto* samples : {&launch_us, &rt_us}) {
       std::fprintf(stderr, "%s %s (us, in run order, %d a round):", w.name.c_str(),
                    samples == &launch_us ? "cuda_launch" : "gpuos", per_round);

@@ -1,10 +1,12 @@
 #include "demo_gpu.h"
 
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
+#include <string>
 
 #include "demo_compare.h"
 #include "gpuos/cuda_driver.h"
+#include "gpuos/environment.h"
 #include "gpuos/runtime/runtime.h"
 
 namespace gpuos::cli {
@@ -41,8 +43,8 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
   config.operators = ops;
   config.control_socket = "off";  // the live-update part opens the repository's runtime
   // A diagnostic: the comparison's task timeline as a Chrome trace.
-  const char* trace_path = std::getenv("GPUOS_DEMO_TRACE");
-  if (trace_path != nullptr) config.trace_capacity = 1u << 19;
+  const std::optional<std::string> trace_path = GetEnv("GPUOS_DEMO_TRACE");
+  if (trace_path) config.trace_capacity = 1u << 19;
   out.Line("== starting the persistent runtime");
   GPUOS_ASSIGN_OR_RETURN(auto rt, runtime::Runtime::Open(config));
 
@@ -71,10 +73,10 @@ Expected<nlohmann::json> RunDemoOnGpu(const registry::KernelImage& image,
                        {"max_abs_error", r.max_abs_error}});
     }
   }
-  if (trace_path != nullptr) {
+  if (trace_path) {
     GPUOS_RETURN_IF_ERROR(rt->Synchronize());
-    GPUOS_RETURN_IF_ERROR(rt->ExportChromeTrace(trace_path));
-    out.Line(std::string("   task timeline written to ") + trace_path);
+    GPUOS_RETURN_IF_ERROR(rt->ExportChromeTrace(*trace_path));
+    out.Line("   task timeline written to " + *trace_path);
   }
   const auto stats = rt->stats();
   out.Line("   runtime: " + std::to_string(stats.submissions) + " submissions, " +

@@ -7,6 +7,11 @@
 // | GPUOS_ARCH        | target architecture for builds (sm_90) | the GPU's, else none             |
 // | GPUOS_PLUGIN_PATH | ':'-separated plugin directories       | (none)                           |
 // | GPUOS_JOBS        | parallel compile jobs                  | hardware threads                 |
+//
+// Diagnostics (off unless set):
+// | GPUOS_PHASE_TIMING | build instrumented images (phase_timing.cuh) | off                         |
+// | GPUOS_DEMO_SAMPLES | `gpuos demo` lists every timed run       | off                              |
+// | GPUOS_DEMO_TRACE   | `gpuos demo` writes its task timeline here | off                            |
 // clang-format on
 //
 // Read but not ours: XDG_DATA_HOME and HOME (data directory), CUDA_HOME and
