@@ -1,28 +1,35 @@
 #include "task_layout.h"
 
+#include <optional>
+
+#include "gpuos/shape.h"
+
 namespace gpuos::runtime {
 namespace {
 
-bool DenseWithShape(const device::TensorDesc& t, const device::TensorDesc& shape) {
-  if (t.rank != shape.rank || t.numel != shape.numel) return false;
-  long long expected = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    if (t.sizes[d] != shape.sizes[d]) return false;
-    if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
-    // Raw descriptors may carry any sizes: an overflow is no dense layout.
-    if (t.sizes[d] < 0 || __builtin_mul_overflow(expected, t.sizes[d], &expected)) return false;
+// The layout of a raw descriptor, when it is a valid one (rank, sizes and
+// strides checked as for any view; raw descriptors may carry anything).
+std::optional<Layout> LayoutOf(const device::TensorDesc& t) {
+  if (t.rank < 0 || t.rank > device::kMaxRank) return std::nullopt;
+  Dims sizes, strides;
+  for (int d = 0; d < t.rank; ++d) {
+    sizes.push_back(t.sizes[d]);
+    strides.push_back(t.strides[d]);
   }
-  return true;
+  auto layout = Layout::Strided(sizes, strides);
+  if (!layout.ok()) return std::nullopt;
+  return *layout;
 }
 
 }  // namespace
 
 unsigned short ElementwiseLayoutFlags(const std::vector<device::TensorDesc>& tensors,
                                       std::size_t first_output, long long items) {
-  const device::TensorDesc& shape = tensors[first_output];
-  bool dense = shape.rank >= 0 && shape.rank <= device::kMaxRank && items <= shape.numel;
+  const std::optional<Layout> shape = LayoutOf(tensors[first_output]);
+  bool dense = shape.has_value() && items <= shape->numel();
   for (std::size_t k = 0; dense && k < tensors.size(); ++k) {
-    dense = DenseWithShape(tensors[k], shape);
+    const std::optional<Layout> layout = LayoutOf(tensors[k]);
+    dense = layout.has_value() && layout->sizes == shape->sizes && layout->IsContiguous();
   }
   unsigned int flags = device::kTaskLayoutChecked;
   if (dense) flags |= device::kTaskDenseElementwise;
