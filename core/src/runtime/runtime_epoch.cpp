@@ -232,11 +232,12 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
 }
 
 // Unloading an image costs about as much as loading one (the H100 at
-// ef882c6: 338 us median), so a busy runtime keeps a few replaced images
-// loaded and unloads them one per relaunch after the worker parked by itself
-// (EnsureWorker) or all in WaitUntilParked. Inside a switch's gap only the
-// oldest, once kRetiredImagesKept have piled up: unloading all four at once
-// cost 1.4 ms (0748dfc).
+// c275eda: 463 us against 642 us, bench/results/live_update.json), so a busy
+// runtime keeps a few replaced images loaded and unloads them one per
+// relaunch after the worker parked by itself (EnsureWorker) or all in
+// WaitUntilParked. Inside a switch's gap only the oldest, once
+// kRetiredImagesKept have piled up: unloading all of them there would put
+// several unloads into one gap.
 bool RuntimeImpl::UnloadOldestRetiredModuleIfFull() {
   if (retired_modules_.size() < kRetiredImagesKept) return false;
   UnloadOldestRetiredModule();

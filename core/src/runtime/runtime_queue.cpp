@@ -32,10 +32,9 @@ void CpuRelax() {
 
 // Spins for up to 2 ms (a completion is often a few microseconds away and
 // a sleep costs 50 us or more of latency), then yields for up to 20 ms, then
-// sleeps in 20 us steps, so a long wait does not burn a core. The spin is
-// long because a yielding waiter can lose its core to any runnable thread
-// for a scheduler slice: with 200 us, the demo's 300 us chain100 took
-// 0.6-6 ms in bursts (H100, 0748dfc) while waits under 200 us did not.
+// sleeps in 20 us steps, so a long wait does not burn a core. (The spin was
+// 200 us; lengthening it did not remove the demo's bimodal chain100 times,
+// so their cause is elsewhere: docs/pytorch.md, "Performance".)
 class Backoff {
  public:
   void Pause() {
