@@ -13,6 +13,7 @@
 
 struct GpuosTorchRuntime {
   std::unique_ptr<gpuos::runtime::Runtime> runtime;
+  unsigned int trace_capacity = 0;
 };
 
 struct GpuosTorchProgram {
@@ -50,7 +51,8 @@ extern "C" {
 const char* gpuos_torch_last_error(void) { return last_error.c_str(); }
 
 int gpuos_torch_runtime_open(int device, const char* repository_path, int use_repository,
-                             const char* cache_path, GpuosTorchRuntime** out) {
+                             const char* cache_path, unsigned int trace_capacity,
+                             GpuosTorchRuntime** out) {
   return Guarded("gpuos_torch_runtime_open", [&]() -> gpuos::Status {
     if (out == nullptr) return gpuos::InvalidArgument("gpuos_torch_runtime_open: out is NULL");
     *out = nullptr;
@@ -63,9 +65,24 @@ int gpuos_torch_runtime_open(int device, const char* repository_path, int use_re
       options.repository_path = repository_path;
     }
     if (cache_path != nullptr) options.cache_path = cache_path;
+    options.trace_capacity = trace_capacity;
     GPUOS_ASSIGN_OR_RETURN(auto runtime, gpuos::torch_bridge::OpenRuntime(options));
-    *out = new GpuosTorchRuntime{std::move(runtime)};
+    *out = new GpuosTorchRuntime{std::move(runtime), trace_capacity};
     return gpuos::Status::Ok();
+  });
+}
+
+int gpuos_torch_runtime_export_trace(GpuosTorchRuntime* runtime, const char* path) {
+  return Guarded("gpuos_torch_runtime_export_trace", [&]() -> gpuos::Status {
+    if (runtime == nullptr || path == nullptr || *path == '\0') {
+      return gpuos::InvalidArgument("gpuos_torch_runtime_export_trace: no runtime or no path");
+    }
+    if (runtime->trace_capacity == 0) {
+      return gpuos::FailedPrecondition(
+          "the runtime keeps no task timeline: set GPUOS_TORCH_TRACE to the number of task "
+          "records to keep (e.g. 65536) before the first gpuos call");
+    }
+    return runtime->runtime->ExportChromeTrace(path);
   });
 }
 

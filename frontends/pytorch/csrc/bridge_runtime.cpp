@@ -14,6 +14,7 @@ std::string DefaultCachePath() { return DefaultDataDirectory() + "/pytorch-build
 Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options) {
   runtime::RuntimeConfig config;
   config.device = options.device;
+  config.trace_capacity = options.trace_capacity;
   if (!options.repository_path.empty()) {
     config.repository_path = options.repository_path;
     return runtime::Runtime::Open(config);

@@ -21,6 +21,7 @@ struct OpenOptions {
   // built-in packs, with `cache_path` ("" = the default) as build cache.
   std::string repository_path;
   std::string cache_path;
+  unsigned int trace_capacity = 0;  // RuntimeConfig::trace_capacity
 };
 
 // The default build cache of the built-in packs' image:

@@ -42,10 +42,12 @@ void Check(int code, const char* what) {
 
 class Runtime {
  public:
-  Runtime(int device, const std::string& repository, const std::string& cache) : device_(device) {
+  Runtime(int device, const std::string& repository, const std::string& cache,
+          unsigned int trace_capacity)
+      : device_(device) {
     py::gil_scoped_release release;  // the first open builds the kernel image (seconds)
     Check(gpuos_torch_runtime_open(device, repository.c_str(), repository.empty() ? 0 : 1,
-                                   cache.c_str(), &handle_),
+                                   cache.c_str(), trace_capacity, &handle_),
           "opening the runtime");
   }
   ~Runtime() { gpuos_torch_runtime_close(handle_); }
@@ -58,6 +60,10 @@ class Runtime {
     std::string result(text);
     gpuos_torch_free_string(text);
     return result;
+  }
+  void ExportTrace(const std::string& path) const {
+    py::gil_scoped_release release;
+    Check(gpuos_torch_runtime_export_trace(handle_, path.c_str()), "exporting the task timeline");
   }
   GpuosTorchRuntime* handle() const { return handle_; }
   int device() const { return device_; }
@@ -234,9 +240,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("NEEDS_AUTOGRAD") = kNeedsAutograd;
   m.def("check_program", &CheckProgram, py::arg("program_json"));
   py::class_<Runtime, std::shared_ptr<Runtime>>(m, "Runtime")
-      .def(py::init<int, const std::string&, const std::string&>(), py::arg("device"),
-           py::arg("repository") = "", py::arg("cache") = "")
+      .def(py::init<int, const std::string&, const std::string&, unsigned int>(), py::arg("device"),
+           py::arg("repository") = "", py::arg("cache") = "", py::arg("trace_capacity") = 0)
       .def("stats_json", &Runtime::StatsJson)
+      .def("export_trace", &Runtime::ExportTrace, py::arg("path"))
       .def_property_readonly("device", &Runtime::device);
   py::class_<Program>(m, "Program")
       .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<py::tuple>&,

@@ -26,10 +26,17 @@ const char* gpuos_torch_last_error(void);
 // packs (operators/*.yaml, embedded), or the current operator set of the
 // repository at `repository_path` when `use_repository` is nonzero.
 // `cache_path` (may be "" or NULL) is the build cache for the built-in packs'
-// image. Errors: Unavailable with "no CUDA device: ..." without a driver or
-// GPU; the JIT's and the repository's errors.
+// image. `trace_capacity` > 0 makes the device keep that many task records
+// for gpuos_torch_runtime_export_trace (RuntimeConfig::trace_capacity).
+// Errors: Unavailable with "no CUDA device: ..." without a driver or GPU;
+// the JIT's and the repository's errors.
 int gpuos_torch_runtime_open(int device, const char* repository_path, int use_repository,
-                             const char* cache_path, GpuosTorchRuntime** out);
+                             const char* cache_path, unsigned int trace_capacity,
+                             GpuosTorchRuntime** out);
+// Writes the device's task timeline as a Chrome trace to `path`
+// (Runtime::ExportChromeTrace). Errors: FailedPrecondition when the runtime
+// was opened with trace_capacity 0; I/O errors naming the file.
+int gpuos_torch_runtime_export_trace(GpuosTorchRuntime* runtime, const char* path);
 // Shuts the runtime down and frees it. REQUIRES: every program of it was
 // destroyed. NULL is ignored.
 void gpuos_torch_runtime_close(GpuosTorchRuntime* runtime);

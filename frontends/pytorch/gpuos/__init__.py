@@ -33,7 +33,7 @@ from ._program import Program
 
 __all__ = ["compile", "backend", "stats", "reset_stats", "lower", "available", "coverage",
            "batching", "batching_stats", "reset_batching_stats", "Program", "Unsupported",
-           "CompiledFunction"]
+           "CompiledFunction", "export_trace"]
 __version__ = "0.1.0"
 
 
@@ -64,6 +64,14 @@ def stats() -> dict[str, Any]:
     """Submissions, tasks, eager fallbacks by op name (and why), traces, guard
     misses, and each open runtime's own counters."""
     return _runtime.snapshot()
+
+
+def export_trace(path: str, device: int = 0) -> None:
+    """Writes the task timeline of device `device`'s runtime as a Chrome trace
+    (chrome://tracing, Perfetto): one event per task with its operator and
+    worker block. Needs GPUOS_TORCH_TRACE=<records> set before the first gpuos
+    call; the device keeps the newest records only."""
+    _runtime.runtime(device).export_trace(path)
 
 
 def reset_stats() -> None:

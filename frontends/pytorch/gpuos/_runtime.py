@@ -71,6 +71,22 @@ class Stats:
 STATS = Stats()
 
 
+def trace_capacity() -> int:
+    """Task records the device keeps for gpuos.export_trace (GPUOS_TORCH_TRACE;
+    0 = no timeline). Raises ValueError naming the variable on a bad value."""
+    text = os.environ.get("GPUOS_TORCH_TRACE", "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0 or value > (1 << 24):
+        raise ValueError(f"GPUOS_TORCH_TRACE={text!r}: expected the number of task records to keep "
+                         f"(0 to {1 << 24}, e.g. 65536)")
+    return value
+
+
 def runtime(device_index: int) -> Any:
     """The runtime of CUDA device `device_index`, opened on first use (the
     first open builds or loads the kernel image). Raises RuntimeError with
@@ -84,7 +100,7 @@ def runtime(device_index: int) -> Any:
             raise RuntimeError(_failures[device_index])
         try:
             rt = _C.Runtime(device_index, os.environ.get("GPUOS_TORCH_REPOSITORY", ""),
-                            os.environ.get("GPUOS_TORCH_CACHE", ""))
+                            os.environ.get("GPUOS_TORCH_CACHE", ""), trace_capacity())
         except RuntimeError as error:
             # Opening again would fail the same way (and cost a build).
             _failures[device_index] = str(error)

@@ -8,7 +8,8 @@
 #   GPUOS_COMMIT=<sha> bash frontends/pytorch/tools/gpu-check.sh [pytest args]
 #
 # GPUOS_SKIP_BENCH=1 skips the benchmark; GPUOS_BENCH_BUDGET_S (default 120)
-# and GPUOS_BENCH_TIMEOUT_S (default 240) bound it.
+# and GPUOS_BENCH_TIMEOUT_S (default 240) bound it. Then the task profile
+# (bench/profile_tasks.py -> $OUT/profile/; GPUOS_SKIP_PROFILE=1 skips it).
 #
 # Needs torch in python3 (the GPU machine has 2.11) and, offline, the
 # repository's .deps (tools/offline-deps.sh).
@@ -59,5 +60,13 @@ if [[ "${GPUOS_SKIP_BENCH:-0}" != 1 ]]; then
   bench_status=${PIPESTATUS[0]}
   echo "benchmark ran in $((SECONDS - start)) s (exit $bench_status)"
   [[ $bench_status -ne 0 && $status -eq 0 ]] && status=$bench_status
+fi
+if [[ "${GPUOS_SKIP_PROFILE:-0}" != 1 ]]; then
+  # Diagnostics: host wall time of a compiled call against the device's task
+  # timeline (bench/profile_tasks.py); never fails the check.
+  echo "== task profile"
+  GPUOS_TORCH_CACHE="$BUILD/torch-cache.db" timeout 120 \
+    "$PY" "$ROOT/frontends/pytorch/bench/profile_tasks.py" --out "$OUT/profile" 2>&1 |
+    tee "$OUT/profile.log" | tail -80 || true
 fi
 exit "$status"
