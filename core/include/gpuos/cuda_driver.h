@@ -72,7 +72,11 @@
   X(cuStreamWriteValue64)              \
   X(cuStreamWaitValue64)               \
   X(cuMemsetD32Async)                  \
-  X(cuPointerGetAttribute)
+  X(cuPointerGetAttribute)             \
+  X(cuEventCreate)                     \
+  X(cuEventDestroy)                    \
+  X(cuEventRecord)                     \
+  X(cuStreamWaitEvent)
 // clang-format on
 
 namespace gpuos {

@@ -18,8 +18,9 @@ Per case (one workload at one size):
    before the call until `torch.cuda.current_stream().synchronize()` returns
    after it. That is PyTorch's stream, not the whole device: gpuos's
    persistent worker runs on a non-blocking stream of its own (a device
-   synchronize would wait for it to park), and a gpuos call returns only
-   once its results are written. `--rounds` rounds; in each, every variant
+   synchronize would wait for it to park); a gpuos call is ordered on
+   PyTorch's current stream (the stream waits for its submission), so the
+   synchronize returns once gpuos's results are written. `--rounds` rounds; in each, every variant
    (order rotated by one per round) makes `--block-warmup` untimed calls
    then `--block` timed calls. Medians and p10/p90 over rounds x block.
 `--smoke` runs on the CPU with tiny counts: eager and gpuos_compile with the
@@ -254,8 +255,8 @@ def main(argv: Optional[list[str]] = None) -> dict:
     doc = {"benchmark": "pytorch_workloads", **_environment(device), "smoke": args.smoke,
            "method": {**counts, "timed_calls_per_variant": counts["rounds"] * counts["block"],
                       "timing": "host wall time of one call until torch.cuda.current_stream()"
-                      ".synchronize() returns (gpuos: its non-blocking stream is not synchronized;"
-                      " a call returns when its results are written); rounds interleave the "
+                      ".synchronize() returns (gpuos: the call is ordered on that stream, which "
+                      "waits for its submission); rounds interleave the "
                       "variants (order rotated), each makes block_warmup untimed then block "
                       "timed calls; median and p10/p90 over all timed calls",
                       "correctness": "fresh random inputs, previous outputs poisoned with NaN, "

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -14,10 +15,13 @@
 struct GpuosTorchRuntime {
   std::unique_ptr<gpuos::runtime::Runtime> runtime;
   unsigned int trace_capacity = 0;
+  std::mutex order_mutex;
+  std::unique_ptr<gpuos::torch_bridge::StreamOrder> order;  // made by the first program
 };
 
 struct GpuosTorchProgram {
   std::unique_ptr<gpuos::torch_bridge::Program> program;
+  gpuos::torch_bridge::StreamOrder* order = nullptr;
 };
 
 namespace {
@@ -67,7 +71,9 @@ int gpuos_torch_runtime_open(int device, const char* repository_path, int use_re
     if (cache_path != nullptr) options.cache_path = cache_path;
     options.trace_capacity = trace_capacity;
     GPUOS_ASSIGN_OR_RETURN(auto runtime, gpuos::torch_bridge::OpenRuntime(options));
-    *out = new GpuosTorchRuntime{std::move(runtime), trace_capacity};
+    *out = new GpuosTorchRuntime;
+    (*out)->runtime = std::move(runtime);
+    (*out)->trace_capacity = trace_capacity;
     return gpuos::Status::Ok();
   });
 }
@@ -132,8 +138,32 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
     GPUOS_ASSIGN_OR_RETURN(const auto spec, gpuos::torch_bridge::ParseProgramSpec(program_json));
     GPUOS_ASSIGN_OR_RETURN(auto program,
                            gpuos::torch_bridge::Program::Create(*runtime->runtime, spec));
-    *out = new GpuosTorchProgram{std::move(program)};
+    {
+      std::lock_guard<std::mutex> lock(runtime->order_mutex);
+      if (runtime->order == nullptr) {
+        GPUOS_ASSIGN_OR_RETURN(runtime->order, gpuos::torch_bridge::StreamOrder::Create());
+      }
+    }
+    *out = new GpuosTorchProgram{std::move(program), runtime->order.get()};
     return gpuos::Status::Ok();
+  });
+}
+
+int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long long* addresses,
+                               unsigned int num_buffers, void* stream) {
+  return Guarded("gpuos_torch_program_launch", [&]() -> gpuos::Status {
+    if (program == nullptr || (addresses == nullptr && num_buffers > 0)) {
+      return gpuos::InvalidArgument("gpuos_torch_program_launch: NULL argument");
+    }
+    return program->program->Launch(addresses, num_buffers, static_cast<CUstream>(stream),
+                                    *program->order);
+  });
+}
+
+int gpuos_torch_program_finish(GpuosTorchProgram* program, long long timeout_us) {
+  return Guarded("gpuos_torch_program_finish", [&]() -> gpuos::Status {
+    if (program == nullptr) return gpuos::InvalidArgument("gpuos_torch_program_finish: NULL");
+    return program->program->Finish(std::chrono::microseconds(timeout_us));
   });
 }
 

@@ -61,8 +61,35 @@ Expected<std::unique_ptr<Program>> Program::Create(runtime::Runtime& runtime,
   return program;
 }
 
-Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffers,
-                    std::chrono::microseconds timeout) {
+Expected<std::unique_ptr<StreamOrder>> StreamOrder::Create() {
+  GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
+  CUstream side = nullptr;
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuStreamCreate(&side, CU_STREAM_NON_BLOCKING),
+                                   "cuStreamCreate (the frontend's ordering stream)"));
+  CUevent event = nullptr;
+  const CUresult made = driver->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
+  if (made != CUDA_SUCCESS) {
+    (void)driver->cuStreamDestroy(side);
+    return CudaStatus(*driver, made, "cuEventCreate (the frontend's ordering event)");
+  }
+  return std::unique_ptr<StreamOrder>(new StreamOrder(driver, side, event));
+}
+
+StreamOrder::~StreamOrder() {
+  (void)driver_->cuEventDestroy(event_);
+  (void)driver_->cuStreamDestroy(side_);
+}
+
+Expected<CUstream> StreamOrder::GateFor(CUstream stream) {
+  if (stream != nullptr && stream != CU_STREAM_LEGACY) return stream;
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver_, driver_->cuEventRecord(event_, CU_STREAM_LEGACY),
+                                   "cuEventRecord on the legacy default stream"));
+  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver_, driver_->cuStreamWaitEvent(side_, event_, 0),
+                                   "cuStreamWaitEvent (the frontend's ordering stream)"));
+  return side_;
+}
+
+Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buffers) {
   if (num_buffers != num_buffers_) {
     return InvalidArgument("the program has " + std::to_string(num_buffers_) + " buffers; got " +
                            std::to_string(num_buffers) + " addresses");
@@ -74,8 +101,44 @@ Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffe
         binding.tensor_index,
         addresses[binding.buffer] + static_cast<unsigned long long>(binding.byte_offset)));
   }
+  return Status::Ok();
+}
+
+Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffers,
+                    std::chrono::microseconds timeout) {
+  GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
   GPUOS_ASSIGN_OR_RETURN(const runtime::Future done, runtime_->Submit(graph_));
   return done.Wait(timeout);
+}
+
+Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
+                       CUstream stream, StreamOrder& order) {
+  while (!pending_.empty() && pending_.front().Ready()) {
+    const runtime::Future previous = pending_.front();
+    pending_.pop_front();
+    GPUOS_RETURN_IF_ERROR(
+        previous.Wait(std::chrono::microseconds(0)).WithContext("an earlier run of this program"));
+  }
+  GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
+  runtime::Future launched;
+  {
+    auto lock = order.Lock();
+    GPUOS_ASSIGN_OR_RETURN(CUstream gate, order.GateFor(stream));
+    GPUOS_ASSIGN_OR_RETURN(launched, runtime_->Submit(graph_, runtime::SubmitOptions{gate}));
+  }
+  pending_.push_back(launched);
+  return runtime_->StreamWaitFor(stream == nullptr ? CU_STREAM_LEGACY : stream, launched);
+}
+
+Status Program::Finish(std::chrono::microseconds timeout) {
+  Status first = Status::Ok();
+  while (!pending_.empty()) {
+    const Status status = pending_.front().Wait(timeout);
+    if (status.code() == StatusCode::kUnavailable && !pending_.front().Ready()) return status;
+    pending_.pop_front();
+    if (first.ok() && !status.ok()) first = status;
+  }
+  return first;
 }
 
 }  // namespace gpuos::torch_bridge

@@ -4,11 +4,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "bridge_program.h"
+#include "gpuos/cuda_driver.h"
 #include "gpuos/runtime/runtime.h"
 #include "gpuos/runtime/task_graph.h"
 #include "gpuos/status.h"
@@ -30,6 +33,35 @@ std::string DefaultCachePath();
 
 Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options);
 
+// Orders submissions after the work of a CUDA stream without a host wait.
+// Runtime::Submit waits for a stream by having the stream write a gate word,
+// which it refuses to do on the legacy default stream (PyTorch's default
+// stream): there the order goes through a non-blocking stream of this
+// object, made to wait for an event recorded on the legacy stream. Thread
+// safe: Submit under Lock() so that one caller's record and wait pair up.
+class StreamOrder {
+ public:
+  static Expected<std::unique_ptr<StreamOrder>> Create();
+  ~StreamOrder();
+  StreamOrder(const StreamOrder&) = delete;
+  StreamOrder& operator=(const StreamOrder&) = delete;
+
+  // The stream to pass as SubmitOptions::wait_for so that a submission
+  // starts after the work enqueued on `stream` so far (nullptr: the legacy
+  // default stream). REQUIRES: the caller holds Lock() until it submitted.
+  Expected<CUstream> GateFor(CUstream stream);
+  std::unique_lock<std::mutex> Lock() { return std::unique_lock<std::mutex>(mutex_); }
+
+ private:
+  StreamOrder(const CudaDriverApi* driver, CUstream side, CUevent event)
+      : driver_(driver), side_(side), event_(event) {}
+
+  const CudaDriverApi* driver_;
+  CUstream side_;
+  CUevent event_;
+  std::mutex mutex_;
+};
+
 // One lowered graph: a task graph built once with placeholder addresses, and
 // for each of its tensor descriptors the buffer and byte offset it is bound
 // to at every run. Not thread safe; the runtime must outlive it.
@@ -43,6 +75,18 @@ class Program {
   Status Run(const unsigned long long* addresses, std::uint32_t num_buffers,
              std::chrono::microseconds timeout);
 
+  // Binds the addresses and submits the graph ordered on `stream` (nullptr:
+  // the legacy default stream): it starts after the work enqueued there so
+  // far, and work enqueued there later starts after it. Returns without
+  // waiting. Errors: the runtime's Submit and StreamWaitFor errors, and the
+  // error of the previous launch when that finished with one (task errors
+  // surface at the next Launch or at Finish, as CUDA's do).
+  Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream,
+                StreamOrder& order);
+  // Waits for every unfinished Launch (each at most `timeout`); the first
+  // error among them. A launch still running after `timeout` stays pending.
+  Status Finish(std::chrono::microseconds timeout);
+
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }
 
@@ -50,8 +94,11 @@ class Program {
   Program(runtime::Runtime& runtime, std::uint32_t num_buffers)
       : runtime_(&runtime), graph_(runtime), num_buffers_(num_buffers) {}
 
+  Status Bind(const unsigned long long* addresses, std::uint32_t num_buffers);
+
   runtime::Runtime* runtime_;
   runtime::TaskGraph graph_;
+  std::deque<runtime::Future> pending_;  // launched, not yet seen finished; oldest first
   std::vector<Binding> bindings_;
   std::uint32_t num_buffers_;
 };

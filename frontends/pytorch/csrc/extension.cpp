@@ -188,12 +188,13 @@ class Program {
     }
     {
       py::gil_scoped_release release;
-      // Until the runtime orders itself after PyTorch's streams, wait for
-      // the current stream here (docs/pytorch.md, "Ordering").
+      // Ordered on PyTorch's current stream on the device, both ways, without
+      // a host wait (docs/pytorch.md, "Ordering"): the results are ready for
+      // whatever that stream runs next, as any CUDA op's would be.
       c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-      guard.getStream(device).synchronize();
-      Check(gpuos_torch_program_run(handle_, addresses_.data(),
-                                    static_cast<unsigned int>(addresses_.size()), timeout_us_),
+      void* stream = guard.getStream(device).native_handle();
+      Check(gpuos_torch_program_launch(handle_, addresses_.data(),
+                                       static_cast<unsigned int>(addresses_.size()), stream),
             "running the program");
     }
     py::list list;
@@ -208,6 +209,13 @@ class Program {
       }
     }
     return std::move(list);
+  }
+
+  // Waits for this program's runs still on the device; raises the first
+  // task error among them.
+  void Finish() {
+    py::gil_scoped_release release;
+    Check(gpuos_torch_program_finish(handle_, timeout_us_), "finishing the program's runs");
   }
 
   unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
@@ -253,6 +261,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("workspace_offsets"), py::arg("workspace_bytes"), py::arg("outputs"),
            py::arg("results"))
       .def("run", &Program::Run)
+      .def("finish", &Program::Finish)
       .def_property_readonly("num_tasks", &Program::num_tasks)
       .def("set_timeout_us", &Program::set_timeout_us);
   gpuos_torch::BindBatching(m);
