@@ -141,15 +141,48 @@ __device__ void CopySubmission(const Queue& q, const Submission& sub) {
   }
 }
 
+// All threads (blockDim.x a multiple of 32): the exclusive prefix sum of
+// `value` over the block's threads in threadIdx order; the block's sum in
+// *total. Two barriers, the last one at the end.
+__device__ unsigned int BlockExclusiveSum(unsigned int value, unsigned int* total) {
+  __shared__ unsigned int warp_sums[gpuos::device::kWorkerThreads / 32];
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned int warp = threadIdx.x >> 5;
+  unsigned int inclusive = value;
+#pragma unroll
+  for (unsigned int offset = 1; offset < 32; offset <<= 1) {
+    const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += below;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  unsigned int before = inclusive - value;
+  unsigned int sum = 0;
+  for (unsigned int w = 0; w < blockDim.x / 32; ++w) {
+    if (w < warp) before += warp_sums[w];
+    sum += warp_sums[w];
+  }
+  *total = sum;
+  __syncthreads();  // warp_sums may be reused
+  return before;
+}
+
+__device__ __forceinline__ bool IsRoot(const Queue& q, unsigned int task) {
+  const unsigned int deps = q.tasks[task].dependency_counter;
+  return deps == 0 || deps == kNoDependencyCounter;
+}
+
 // All threads: copies submission `index` in, initializes its tasks, pushes
 // its roots but the first, which it returns (kNone when the graph is empty)
-// for the caller to run. Only index % submission_capacity (the ring slot) is
-// used, so a gate retry passes the slot. A submission whose gate is closed
-// is not admitted: a retry entry is pushed and kNone returned.
+// for the caller to run. Roots go into the ready ring in ascending task
+// order, the first (lowest) one run here: the host stages roots in the order
+// they should start (a scheduler plugin's, runtime_plugins.h). Only index %
+// submission_capacity (the ring slot) is used, so a gate retry passes the
+// slot. A submission whose gate is closed is not admitted: a retry entry is
+// pushed and kNone returned.
 __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   __shared__ Submission sub;
   __shared__ unsigned int first_root;
-  __shared__ unsigned int pushed;
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
@@ -157,10 +190,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     reinterpret_cast<int4*>(&sub)[threadIdx.x] =
         __ldcv(reinterpret_cast<const int4*>(q.submissions + slot) + threadIdx.x);
   }
-  if (threadIdx.x == 0) {
-    first_root = kNoTask;
-    pushed = 0;
-  }
+  if (threadIdx.x == 0) first_root = kNoTask;
   __syncthreads();
   if (sub.gate != 0) {
     // Ordered after another CUDA stream: while its gate is closed, a retry
@@ -178,7 +208,6 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   }
   CopySubmission(q, sub);
   __syncthreads();
-  unsigned int roots = 0;
   for (unsigned int i = threadIdx.x; i < sub.task_count; i += blockDim.x) {
     const unsigned int task = sub.task_begin + i;
     unsigned int deps = q.tasks[task].dependency_counter;
@@ -189,12 +218,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     node.tiles_done = 0;
     node.submission = slot;
     q.nodes[task] = node;
-    if (deps == 0) {
-      ++roots;
-      atomicMin(&first_root, task);
-    }
   }
-  if (roots != 0) atomicAdd(&pushed, roots);
   if (threadIdx.x == 0) {
     q.remaining[slot] = sub.task_count;
     q.sequences[slot] = sub.sequence;
@@ -205,22 +229,36 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     if (threadIdx.x == 0) CompleteSubmission(q, slot);
     return kNone;
   }
-  if (threadIdx.x == 0) {
-    push_base = pushed > 1 ? atomicAdd(&q.state->ready_tail, pushed - 1ull) : 0;
-    pushed = 0;
-  }
+  // Each thread takes a contiguous run of tasks and one block-wide prefix
+  // count of the roots gives every root its rank, so ring positions follow
+  // task order. (Strided runs would need a count per round of blockDim.x
+  // tasks; contiguous ones read no more lines: descriptors are 128 bytes.)
+  const unsigned int per_thread = (sub.task_count + blockDim.x - 1) / blockDim.x;
+  const unsigned int run_start = threadIdx.x * per_thread;
+  const unsigned int run_begin = run_start < sub.task_count ? run_start : sub.task_count;
+  const unsigned int run_end =
+      sub.task_count - run_begin < per_thread ? sub.task_count : run_begin + per_thread;
+  unsigned int run_roots = 0;
+  for (unsigned int i = run_begin; i < run_end; ++i) run_roots += IsRoot(q, sub.task_begin + i);
+  unsigned int roots = 0;
+  unsigned int rank = BlockExclusiveSum(run_roots, &roots);
+  if (threadIdx.x == 0) push_base = roots > 1 ? atomicAdd(&q.state->ready_tail, roots - 1ull) : 0;
   __syncthreads();
   bool fenced = false;
-  for (unsigned int i = threadIdx.x; i < sub.task_count; i += blockDim.x) {
+  for (unsigned int i = run_begin; i < run_end && run_roots != 0; ++i) {
     const unsigned int task = sub.task_begin + i;
-    if (task == first_root) continue;
-    const unsigned int deps = q.tasks[task].dependency_counter;
-    if (deps != 0 && deps != kNoDependencyCounter) continue;
-    if (!fenced) {
-      __threadfence();  // every thread's node writes (ordered by the barrier) first
-      fenced = true;
+    if (!IsRoot(q, task)) continue;
+    --run_roots;
+    if (rank == 0) {
+      first_root = task;  // the lowest root: run by this block
+    } else {
+      if (!fenced) {
+        __threadfence();  // every thread's node writes (ordered by the barrier) first
+        fenced = true;
+      }
+      WriteReady(q, push_base + rank - 1, EncodeReady(task, slot, false));
     }
-    WriteReady(q, push_base + atomicAdd(&pushed, 1u), EncodeReady(task, slot, false));
+    ++rank;
   }
   __syncthreads();
   return first_root == kNoTask ? kNone : EncodeReady(first_root, slot, false);
@@ -460,7 +498,8 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 // pollers read host memory here, and the others once they have been idle for
 // idle_park_ns.
 __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
-                           unsigned long long started_ns, long long started_clock, bool* poller) {
+                           unsigned long long started_ns, long long started_clock,
+                           unsigned int max_pollers, bool* poller) {
   bool stop;
   if (*poller) {
     stop = Volatile(&q.control->stop) != 0;
@@ -475,7 +514,15 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
     if (now < last_admit || now - last_admit < q.idle_park_ns) return false;
     if (Volatile(&q.state->in_flight) != 0) return false;
     if (LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {
-      *poller = true;  // work waits and the pollers may have parked: claim it
+      // Work waits and the pollers may have parked: poll for it, unless
+      // enough pollers run (QueueDeviceState::pollers_alive says why).
+      if (!*poller) {
+        if (atomicAdd(&q.state->pollers_alive, 1u) < max_pollers) {
+          *poller = true;
+        } else {
+          atomicSub(&q.state->pollers_alive, 1u);
+        }
+      }
       return false;
     }
   }
@@ -496,6 +543,7 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
   __threadfence_system();
   if (!stop && LoadAcquireSys(&q.control->submit_tail) > Volatile(&q.state->submit_head)) {
     atomicAdd(&q.state->alive, 1u);
+    if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);  // the only block left polls
     *poller = true;
     return false;
   }
@@ -529,6 +577,7 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
   bool poller = blockIdx.x < params.pollers;
+  if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {
     if (threadIdx.x == 0) {
       int next = kIdle;
@@ -554,8 +603,9 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
           completed = 0;
         }
         if ((poller || (idle_rounds & 7u) == 0) &&
-            ShouldPark(q, idle_since, started_ns, started_clock, &poller)) {
+            ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, &poller)) {
           next = kExit;
+          if (poller) atomicSub(&q.state->pollers_alive, 1u);
         }
       }
       action = next;

@@ -50,6 +50,9 @@ Status RuntimeImpl::MakeCurrent() const {
 }
 
 Status RuntimeImpl::Init(const RuntimeConfig& config) {
+  // Plugins first: a bad plugin configuration is reported as such, with or
+  // without a GPU, and before any device work.
+  GPUOS_ASSIGN_OR_RETURN(plugins_, RuntimePlugins::Open(config.plugin_dirs, config.plugins));
   auto driver = LoadCudaDriver();
   if (!driver.ok()) {
     const std::string message = driver.status().message();
@@ -423,6 +426,7 @@ Status Runtime::WaitUntilParked(std::chrono::microseconds timeout) {
   return impl_->WaitUntilParked(timeout);
 }
 RuntimeStats Runtime::stats() const { return impl_->Stats(); }
+const RuntimePluginReport& Runtime::plugins() const { return impl_->plugin_report(); }
 const registry::KernelImage& Runtime::image() const { return impl_->image(); }
 Expected<DeviceBuffer> Runtime::ImageGlobal(const std::string& symbol) const {
   return impl_->ImageGlobal(symbol);

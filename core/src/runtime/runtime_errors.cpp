@@ -207,7 +207,14 @@ Status RuntimeImpl::DescribeFailure(std::uint64_t sequence,
     // The submission has not been reclaimed: its staged descriptors are intact.
     const device::Submission& record = submissions_[(sequence - 1) % params_.submission_capacity];
     if (record.sequence == sequence && index < record.task_count) {
-      const device::TaskDesc& desc = staged_tasks_[record.task_begin + index];
+      // A scheduler plugin may have staged a root elsewhere (runtime_plugins.h).
+      const device::TaskDesc* staged = staged_tasks_ + record.task_begin;
+      std::uint32_t at = index;
+      if (staged[at].task_id != status.task_id) {
+        at = 0;
+        while (at + 1 < record.task_count && staged[at].task_id != status.task_id) ++at;
+      }
+      const device::TaskDesc& desc = staged[at];
       if (desc.task_id == status.task_id) {
         const auto [name, version] =
             OperatorNames(device::TraceOperator(desc.logical_op, desc.opcode));

@@ -19,6 +19,7 @@
 #include "gpuos/runtime/runtime.h"
 #include "operator_table.h"
 #include "runtime_diagnostics.h"
+#include "runtime_plugins.h"
 
 namespace gpuos::control {
 class ControlServer;
@@ -143,6 +144,8 @@ class RuntimeImpl final : public EpochDevice {
   Status ExportChromeTrace(const std::string& path) const;
 
   const registry::KernelImage& image() const { return image_; }
+  // Set by Init before anything else; immutable afterwards.
+  const RuntimePluginReport& plugin_report() const { return plugins_->report(); }
   const std::string& device_name() const { return device_name_; }
   unsigned int blocks() const { return blocks_hint_.load(std::memory_order_relaxed); }
 
@@ -203,6 +206,12 @@ class RuntimeImpl final : public EpochDevice {
   std::string NameTask(std::uint32_t task_id) const;
 
   std::uint64_t LoadDone(std::uint32_t slot) const;
+
+  // runtime_plugins.cpp. REQUIRES mutex_. The consulted scheduler's order
+  // of `graph`'s roots as StagingOrder (empty: the graph's order).
+  Expected<std::vector<std::uint32_t>> StagingOrderOf(const TaskGraph& graph);
+  // The scheduler is called under mutex_ (one thread at a time).
+  std::unique_ptr<RuntimePlugins> plugins_;
 
   const CudaDriverApi* driver_ = nullptr;
   CUdevice device_ = 0;

@@ -145,6 +145,12 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
       return FailedPrecondition(table_.Unresolvable(logical));
     }
   }
+  // A scheduler plugin decides the order of the roots (runtime_plugins.h);
+  // the default, fifo, is not called: the graph's order costs nothing.
+  std::vector<std::uint32_t> staging_order;  // empty: the graph's order
+  if (plugins_->consulted_scheduler() != nullptr) {
+    GPUOS_ASSIGN_OR_RETURN(staging_order, StagingOrderOf(graph));
+  }
   const auto& tasks = graph.tasks();
   const auto& tensors = graph.tensors();
   const auto& edges = graph.successors();
@@ -202,7 +208,8 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   const std::uint32_t first_id = next_task_id_;
   next_task_id_ += task_count;
   for (std::uint32_t i = 0; i < task_count; ++i) {
-    device::TaskDesc task = tasks[i];
+    const std::uint32_t index = staging_order.empty() ? i : staging_order[i];
+    device::TaskDesc task = tasks[index];
     // Bind the task to the version active now (docs/live-update.md): its
     // slot, not the alias table, is what the worker dispatches.
     if (task.logical_op != 0) {
@@ -213,7 +220,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
       task.tensors[k] += static_cast<int>(tensor_begin);
     }
     task.successor_begin += static_cast<std::uint32_t>(edge_begin);
-    task.task_id = first_id + i;
+    task.task_id = first_id + index;  // the graph's index, wherever it is staged
     staged_tasks_[task_begin + i] = task;
   }
   std::copy(tensors.begin(), tensors.end(), staged_tensors_ + tensor_begin);

@@ -23,7 +23,7 @@ std::uint32_t TaskGraph::InternTensor(const device::TensorDesc& desc) {
 }
 
 Expected<TaskId> TaskGraph::Append(device::TaskDesc task, std::uint32_t logical,
-                                   const std::vector<TaskId>& deps) {
+                                   std::int32_t priority, const std::vector<TaskId>& deps) {
   const TaskId id = static_cast<TaskId>(tasks_.size());
   for (TaskId dep : deps) {
     if (dep >= id) {
@@ -40,6 +40,7 @@ Expected<TaskId> TaskGraph::Append(device::TaskDesc task, std::uint32_t logical,
   for (TaskId dep : unique) successor_lists_[dep].push_back(id);
   tasks_.push_back(task);
   logical_ops_.push_back(logical);
+  priorities_.push_back(priority);
   successor_lists_.emplace_back();
   flattened_ = false;
   return id;
@@ -88,7 +89,7 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
   if (spec.kind == registry::OperatorKind::kElementwise && spec.inputs.size() < tensors.size()) {
     task.flags = ElementwiseLayoutFlags(tensors, spec.inputs.size(), items);
   }
-  return Append(task, ref.logical, deps);
+  return Append(task, ref.logical, options.priority, deps);
 }
 
 Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
@@ -130,7 +131,7 @@ Status TaskGraph::SetTensorAddress(std::size_t tensor_index, std::uint64_t addre
 Expected<TaskId> TaskGraph::AddNoop(const std::vector<TaskId>& deps) {
   device::TaskDesc task = {};
   task.num_tiles = 1;
-  return Append(task, 0, deps);
+  return Append(task, 0, 0, deps);
 }
 
 const std::vector<std::uint32_t>& TaskGraph::successors() const {

@@ -29,6 +29,7 @@
 
 #include "gpuos/device_memory.h"
 #include "gpuos/dtype.h"
+#include "gpuos/plugin_host.h"
 #include "gpuos/registry/kernel_image.h"
 #include "gpuos/registry/operator_spec.h"
 #include "gpuos/runtime/chrome_trace.h"
@@ -86,6 +87,36 @@ struct RuntimeConfig {
   // keeps, in all (each worker block keeps its newest trace_capacity /
   // blocks). 0 = off (the worker then pays one branch per task).
   unsigned int trace_capacity = 0;
+  // Plugins (docs/runtime.md, "Plugins"). Open loads the `.so` libraries of
+  // these directories, then those of GPUOS_PLUGIN_PATH, before any device
+  // work: a missing directory or a library that fails to load fails Open
+  // with a message naming the file.
+  std::vector<std::string> plugin_dirs;
+  // The plugin of each kind (default: the built-ins). A scheduler other than
+  // "fifo" orders the root tasks of every submission (TaskOptions::priority);
+  // the memory manager and the fusion strategy are created (so their config
+  // is checked at Open) and reported by Runtime::plugins(), but not consulted
+  // yet; the executor must be "persistent" (the runtime is that executor).
+  // Unknown names fail Open with the list of available plugins. Submit calls
+  // the scheduler with the runtime's lock held: it must not call the Runtime.
+  PluginSelection plugins;
+};
+
+// One plugin a runtime selected (Runtime::plugins()).
+struct SelectedPlugin {
+  PluginInfo info;         // name, kind, version, library path (empty: built in)
+  std::string config;      // the config string it was created from
+  bool consulted = false;  // whether the runtime calls it (docs/runtime.md, "Plugins")
+};
+
+// What a runtime loaded and which plugin of each kind is in effect.
+struct RuntimePluginReport {
+  SelectedPlugin scheduler, memory_manager, fusion_strategy, executor;
+  // Directories searched at Open, in order (RuntimeConfig::plugin_dirs,
+  // then GPUOS_PLUGIN_PATH).
+  std::vector<std::string> search_path;
+  std::vector<PluginInfo> loaded;     // libraries loaded from them
+  std::vector<PluginInfo> available;  // every plugin, built-ins included, by kind then name
 };
 
 struct RuntimeStats {
@@ -203,7 +234,11 @@ class Runtime {
  public:
   // Opens device `config.device`, builds (or takes from the cache) the
   // kernel image and allocates the queue; the worker starts with the first
-  // Submit. Errors: Unavailable("no CUDA device: ...") without a driver or
+  // Submit. Plugins are loaded and created first, so a bad plugin
+  // configuration fails the same way with or without a GPU. Errors: those
+  // of loading and creating plugins (docs/plugins.md, "Error messages");
+  // InvalidArgument for an executor other than "persistent" (not
+  // implemented); Unavailable("no CUDA device: ...") without a driver or
   // GPU; InvalidArgument for a bad config; the repository's and the JIT's
   // errors.
   static Expected<std::unique_ptr<Runtime>> Open(const RuntimeConfig& config);
@@ -229,7 +264,8 @@ class Runtime {
   // Publishes `graph` and returns its future; relaunches a parked worker.
   // Waits while the queue is full. Errors: InvalidArgument when the graph
   // cannot fit the queue even when empty; Unavailable after a shutdown or
-  // when the worker died.
+  // when the worker died; the scheduler plugin's error, or its broken
+  // contract, naming the plugin (nothing is submitted then).
   Expected<Future> Submit(const TaskGraph& graph);
   // Submit after the work enqueued on options.wait_for (see SubmitOptions).
   // Errors as Submit, and: InvalidArgument for the legacy default stream;
@@ -311,6 +347,9 @@ class Runtime {
   std::string control_socket_path() const;
 
   RuntimeStats stats() const;
+  // The plugins in effect and what Open loaded. Fixed at Open: the reference
+  // lives as long as the Runtime; lock-free.
+  const RuntimePluginReport& plugins() const;
   // Blocks of the worker grid (may shrink at an epoch switch). Lock-free.
   unsigned int worker_blocks() const;
   // The active image. The reference is invalidated by an epoch switch.

@@ -44,6 +44,12 @@ struct TaskOptions {
   // The second type variable U of operators that have one (cast: dtype is
   // the input's, out_dtype the output's).
   std::optional<DType> out_dtype;
+  // How urgent the task is; larger is more urgent (plugins::ReadyTask::
+  // priority). Only a scheduler plugin other than the default "fifo"
+  // (RuntimeConfig::plugins) reads it, and only for root tasks (those
+  // without dependencies): it decides the order in which a submission's
+  // roots start (docs/runtime.md, "Plugins"). Ignored otherwise.
+  std::int32_t priority = 0;
 };
 
 inline constexpr long long kWorkItemsPerTile = 8192;
@@ -111,9 +117,11 @@ class TaskGraph {
   const std::vector<std::uint32_t>& logical_ops() const { return logical_ops_; }
   // The storages of the tensors added as Tensors, each once.
   const std::vector<std::shared_ptr<Storage>>& storages() const { return storages_; }
+  // TaskOptions::priority of each task (0 for no-ops).
+  const std::vector<std::int32_t>& priorities() const { return priorities_; }
 
  private:
-  Expected<TaskId> Append(device::TaskDesc task, std::uint32_t logical,
+  Expected<TaskId> Append(device::TaskDesc task, std::uint32_t logical, std::int32_t priority,
                           const std::vector<TaskId>& deps);
   std::uint32_t InternTensor(const device::TensorDesc& desc);
 
@@ -121,6 +129,7 @@ class TaskGraph {
   mutable std::vector<device::TaskDesc> tasks_;  // successor fields set by successors()
   std::vector<device::TensorDesc> tensors_;
   std::vector<std::uint32_t> logical_ops_;
+  std::vector<std::int32_t> priorities_;
   std::vector<std::shared_ptr<Storage>> storages_;
   std::unordered_set<const Storage*> kept_alive_;  // storages_, for finding one fast
   std::vector<std::vector<TaskId>> successor_lists_;

@@ -93,7 +93,12 @@ struct alignas(128) QueueDeviceState {
   // the other blocks never read host memory (PCIe) while idle.
   unsigned long long host_tail_seen;
   unsigned int stop_seen;
-  unsigned int reserved3;
+  // Pollers running. A block that finds work nobody polled for becomes a
+  // poller only while there are fewer than QueueParams::pollers: were every
+  // idle block to poll the host's tail over PCIe at full rate, that traffic
+  // stalls the busy blocks' tasks (seen at e18fb50: 2 us tasks took 100-140
+  // us in bursts of milliseconds) and the host's own reads of pinned memory.
+  unsigned int pollers_alive;
   unsigned long long pad3[12];
 };
 
