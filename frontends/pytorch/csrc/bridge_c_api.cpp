@@ -4,7 +4,6 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -15,13 +14,10 @@
 struct GpuosTorchRuntime {
   std::unique_ptr<gpuos::runtime::Runtime> runtime;
   unsigned int trace_capacity = 0;
-  std::mutex order_mutex;
-  std::unique_ptr<gpuos::torch_bridge::StreamOrder> order;  // made by the first program
 };
 
 struct GpuosTorchProgram {
   std::unique_ptr<gpuos::torch_bridge::Program> program;
-  gpuos::torch_bridge::StreamOrder* order = nullptr;
 };
 
 namespace {
@@ -138,13 +134,7 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
     GPUOS_ASSIGN_OR_RETURN(const auto spec, gpuos::torch_bridge::ParseProgramSpec(program_json));
     GPUOS_ASSIGN_OR_RETURN(auto program,
                            gpuos::torch_bridge::Program::Create(*runtime->runtime, spec));
-    {
-      std::lock_guard<std::mutex> lock(runtime->order_mutex);
-      if (runtime->order == nullptr) {
-        GPUOS_ASSIGN_OR_RETURN(runtime->order, gpuos::torch_bridge::StreamOrder::Create());
-      }
-    }
-    *out = new GpuosTorchProgram{std::move(program), runtime->order.get()};
+    *out = new GpuosTorchProgram{std::move(program)};
     return gpuos::Status::Ok();
   });
 }
@@ -155,8 +145,7 @@ int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long l
     if (program == nullptr || (addresses == nullptr && num_buffers > 0)) {
       return gpuos::InvalidArgument("gpuos_torch_program_launch: NULL argument");
     }
-    return program->program->Launch(addresses, num_buffers, static_cast<CUstream>(stream),
-                                    *program->order);
+    return program->program->Launch(addresses, num_buffers, static_cast<CUstream>(stream));
   });
 }
 

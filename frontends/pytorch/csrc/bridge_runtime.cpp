@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "gpuos/cuda_driver.h"
 #include "gpuos/embedded_sets.h"
 #include "gpuos/environment.h"
 #include "gpuos/registry/pack_loader.h"
@@ -61,34 +62,6 @@ Expected<std::unique_ptr<Program>> Program::Create(runtime::Runtime& runtime,
   return program;
 }
 
-Expected<std::unique_ptr<StreamOrder>> StreamOrder::Create() {
-  GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
-  CUstream side = nullptr;
-  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuStreamCreate(&side, CU_STREAM_NON_BLOCKING),
-                                   "cuStreamCreate (the frontend's ordering stream)"));
-  CUevent event = nullptr;
-  const CUresult made = driver->cuEventCreate(&event, CU_EVENT_DISABLE_TIMING);
-  if (made != CUDA_SUCCESS) {
-    (void)driver->cuStreamDestroy(side);
-    return CudaStatus(*driver, made, "cuEventCreate (the frontend's ordering event)");
-  }
-  return std::unique_ptr<StreamOrder>(new StreamOrder(driver, side, event));
-}
-
-StreamOrder::~StreamOrder() {
-  (void)driver_->cuEventDestroy(event_);
-  (void)driver_->cuStreamDestroy(side_);
-}
-
-Expected<CUstream> StreamOrder::GateFor(CUstream stream) {
-  if (stream != nullptr && stream != CU_STREAM_LEGACY) return stream;
-  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver_, driver_->cuEventRecord(event_, CU_STREAM_LEGACY),
-                                   "cuEventRecord on the legacy default stream"));
-  GPUOS_RETURN_IF_ERROR(CudaStatus(*driver_, driver_->cuStreamWaitEvent(side_, event_, 0),
-                                   "cuStreamWaitEvent (the frontend's ordering stream)"));
-  return side_;
-}
-
 Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buffers) {
   if (num_buffers != num_buffers_) {
     return InvalidArgument("the program has " + std::to_string(num_buffers_) + " buffers; got " +
@@ -112,7 +85,7 @@ Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffe
 }
 
 Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
-                       CUstream stream, StreamOrder& order) {
+                       CUstream stream) {
   while (!pending_.empty() && pending_.front().Ready()) {
     const runtime::Future previous = pending_.front();
     pending_.pop_front();
@@ -120,14 +93,18 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
         previous.Wait(std::chrono::microseconds(0)).WithContext("an earlier run of this program"));
   }
   GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
-  runtime::Future launched;
-  {
-    auto lock = order.Lock();
-    GPUOS_ASSIGN_OR_RETURN(CUstream gate, order.GateFor(stream));
-    GPUOS_ASSIGN_OR_RETURN(launched, runtime_->Submit(graph_, runtime::SubmitOptions{gate}));
+  GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
+  if (stream == nullptr) stream = CU_STREAM_LEGACY;
+  const CUresult idle = driver->cuStreamQuery(stream);
+  if (idle == CUDA_ERROR_NOT_READY) {
+    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuStreamSynchronize(stream),
+                                     "cuStreamSynchronize (PyTorch's current stream)"));
+  } else {
+    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, idle, "cuStreamQuery (PyTorch's current stream)"));
   }
+  GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_));
   pending_.push_back(launched);
-  return runtime_->StreamWaitFor(stream == nullptr ? CU_STREAM_LEGACY : stream, launched);
+  return runtime_->StreamWaitFor(stream, launched);
 }
 
 Status Program::Finish(std::chrono::microseconds timeout) {

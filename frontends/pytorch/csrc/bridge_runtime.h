@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,35 +32,6 @@ std::string DefaultCachePath();
 
 Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options);
 
-// Orders submissions after the work of a CUDA stream without a host wait.
-// Runtime::Submit waits for a stream by having the stream write a gate word,
-// which it refuses to do on the legacy default stream (PyTorch's default
-// stream): there the order goes through a non-blocking stream of this
-// object, made to wait for an event recorded on the legacy stream. Thread
-// safe: Submit under Lock() so that one caller's record and wait pair up.
-class StreamOrder {
- public:
-  static Expected<std::unique_ptr<StreamOrder>> Create();
-  ~StreamOrder();
-  StreamOrder(const StreamOrder&) = delete;
-  StreamOrder& operator=(const StreamOrder&) = delete;
-
-  // The stream to pass as SubmitOptions::wait_for so that a submission
-  // starts after the work enqueued on `stream` so far (nullptr: the legacy
-  // default stream). REQUIRES: the caller holds Lock() until it submitted.
-  Expected<CUstream> GateFor(CUstream stream);
-  std::unique_lock<std::mutex> Lock() { return std::unique_lock<std::mutex>(mutex_); }
-
- private:
-  StreamOrder(const CudaDriverApi* driver, CUstream side, CUevent event)
-      : driver_(driver), side_(side), event_(event) {}
-
-  const CudaDriverApi* driver_;
-  CUstream side_;
-  CUevent event_;
-  std::mutex mutex_;
-};
-
 // One lowered graph: a task graph built once with placeholder addresses, and
 // for each of its tensor descriptors the buffer and byte offset it is bound
 // to at every run. Not thread safe; the runtime must outlive it.
@@ -77,12 +47,17 @@ class Program {
 
   // Binds the addresses and submits the graph ordered on `stream` (nullptr:
   // the legacy default stream): it starts after the work enqueued there so
-  // far, and work enqueued there later starts after it. Returns without
-  // waiting. Errors: the runtime's Submit and StreamWaitFor errors, and the
-  // error of the previous launch when that finished with one (task errors
-  // surface at the next Launch or at Finish, as CUDA's do).
-  Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream,
-                StreamOrder& order);
+  // far, and work enqueued there later starts after it (the stream waits
+  // for the submission's completion word; no host wait). The first half is
+  // a host synchronize of `stream`, and only when it has unfinished work:
+  // a gate (SubmitOptions::wait_for) can deadlock, because the worker does
+  // not park while a graph waits at its gate and the stream's kernels may
+  // need the SMs the worker holds (a cuBLAS matmul on PyTorch's default
+  // stream did, on the H100 at b0e5d84). Returns without waiting for the
+  // graph. Errors: the driver's, the runtime's Submit and StreamWaitFor
+  // errors, and the error of an earlier launch that finished with one (task
+  // errors surface at the next Launch or at Finish, as CUDA's do).
+  Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
   // Waits for every unfinished Launch (each at most `timeout`); the first
   // error among them. A launch still running after `timeout` stays pending.
   Status Finish(std::chrono::microseconds timeout);

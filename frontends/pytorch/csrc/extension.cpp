@@ -188,9 +188,9 @@ class Program {
     }
     {
       py::gil_scoped_release release;
-      // Ordered on PyTorch's current stream on the device, both ways, without
-      // a host wait (docs/pytorch.md, "Ordering"): the results are ready for
-      // whatever that stream runs next, as any CUDA op's would be.
+      // Ordered on PyTorch's current stream (docs/pytorch.md, "Ordering"):
+      // after its earlier work, and before its later work on the device, so
+      // the results are ready for whatever that stream runs next.
       c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
       void* stream = guard.getStream(device).native_handle();
       Check(gpuos_torch_program_launch(handle_, addresses_.data(),

@@ -65,12 +65,13 @@ int gpuos_torch_program_check(const char* program_json);
 // program makes of it. Errors: the runtime's Submit and Wait errors.
 int gpuos_torch_program_run(GpuosTorchProgram* program, const unsigned long long* addresses,
                             unsigned int num_buffers, long long timeout_us);
-// As gpuos_torch_program_run, ordered on `stream` instead of the host: the
-// program starts after the work enqueued on `stream` (a CUstream of the
-// runtime's device; NULL = the legacy default stream, PyTorch's default) so
-// far, and work enqueued on `stream` afterwards starts after the program.
-// Returns without waiting. A failed task surfaces at the program's next
-// launch (whose error it then is) or at gpuos_torch_program_finish.
+// As gpuos_torch_program_run, ordered on `stream` (a CUstream of the
+// runtime's device; NULL = the legacy default stream, PyTorch's default):
+// the program starts after the work enqueued on `stream` so far (the host
+// synchronizes `stream` first when it has unfinished work), and work
+// enqueued on `stream` afterwards starts after the program (the stream
+// waits on the device). Returns without waiting for the program. A failed task surfaces at the
+// program's next launch (whose error it then is) or at gpuos_torch_program_finish.
 int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long long* addresses,
                                unsigned int num_buffers, void* stream);
 // Waits for the program's unfinished launches, each at most timeout_us; the
