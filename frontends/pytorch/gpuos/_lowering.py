@@ -26,7 +26,12 @@ from ._program import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, Buffer, Program, Re
 
 # Scalar operands of elementwise tasks up to this many elements become dense
 # constant tensors (one per value, dtype and shape); larger ones broadcast.
-DENSE_SCALAR_LIMIT = 1 << 16
+# A broadcast (stride-0) operand sends the task down the device's strided
+# path, which computes every element's offsets: attention seq 128's scaling
+# of 8 x 128 x 128 scores took 16 tiles of 72 us that way (H100, f874c51,
+# bench/results/pytorch_task_profile.json), hence 2^18 (1 MiB of f32) rather
+# than 2^16. A scalar-operand fast path on the device would make this moot.
+DENSE_SCALAR_LIMIT = 1 << 18
 
 
 class Unsupported(Exception):

@@ -35,8 +35,13 @@ def test_chain100_is_one_dependent_chain():
     torch.testing.assert_close(run_reference(program, [x])[0], chain(x))
 
 
-def test_scalars_of_large_shapes_broadcast():
-    program = gpuos.lower(lambda a: a * 2, torch.randn(512, 512))
+def test_scalars_up_to_the_limit_are_dense_and_beyond_it_broadcast():
+    limit = gpuos._lowering.DENSE_SCALAR_LIMIT
+    program = gpuos.lower(lambda a: a * 2, torch.randn(limit // 256, 256))
+    constant = program.buffers_of(CONSTANT)[0]
+    assert constant.sizes == (limit // 256, 256)
+    assert program.tasks[0].tensors[1].strides == (256, 1)
+    program = gpuos.lower(lambda a: a * 2, torch.randn(limit // 256 + 1, 256))
     constant = program.buffers_of(CONSTANT)[0]
     assert constant.sizes == () and program.tasks[0].tensors[1].strides == (0, 0)
 
