@@ -104,7 +104,12 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   }
   GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_));
   pending_.push_back(launched);
-  return runtime_->StreamWaitFor(stream, launched);
+  const Status ordered = runtime_->StreamWaitFor(stream, launched);
+  if (ordered.code() != StatusCode::kFailedPrecondition) return ordered;
+  // A device without 64-bit stream memory operations: the stream cannot
+  // wait on the device, so the host waits for the results instead.
+  pending_.pop_back();
+  return launched.Wait();
 }
 
 Status Program::Finish(std::chrono::microseconds timeout) {

@@ -54,9 +54,11 @@ class Program {
   // not park while a graph waits at its gate and the stream's kernels may
   // need the SMs the worker holds (a cuBLAS matmul on PyTorch's default
   // stream did, on the H100 at b0e5d84). Returns without waiting for the
-  // graph. Errors: the driver's, the runtime's Submit and StreamWaitFor
-  // errors, and the error of an earlier launch that finished with one (task
-  // errors surface at the next Launch or at Finish, as CUDA's do).
+  // graph (except on a device without 64-bit stream memory operations,
+  // where it waits for it, at most 60 s). Errors: the driver's, the
+  // runtime's Submit and StreamWaitFor errors, and the error of an earlier
+  // launch that finished with one (task errors surface at the next Launch or
+  // at Finish, as CUDA's do).
   Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
   // Waits for every unfinished Launch (each at most `timeout`); the first
   // error among them. A launch still running after `timeout` stays pending.
