@@ -24,48 +24,17 @@ using testing::DeviceTensor;
 using testing::Download;
 using testing::Upload;
 
-// `spin` loops on %globaltimer for spin_ns, then writes 1 to out; with
-// fail_code != 0 it calls ctx.fail(fail_code) instead.
-constexpr const char* kTestPack = R"(gpuos_pack: 1
-name: test.diagnostics
-version: 0.1.0
-description: Test-only operators of runtime_errors_gpu_test.cpp.
-operators:
-  - name: spin
-    version: 1.2.0
-    kind: custom
-    description: Spins for spin_ns nanoseconds, then sets out to 1; fails with fail_code if not 0.
-    dtypes: [f32]
-    inputs: []
-    outputs:
-      - name: out
-    attributes:
-      - {name: spin_ns, type: i64, default: 0}
-      - {name: fail_code, type: i64, default: 0}
-    body: |
-      if (fail_code != 0) {
-        if (ctx.thread_index() == 0) ctx.fail(static_cast<unsigned int>(fail_code));
-        return;
-      }
-      unsigned long long start = 0, now = 0;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-      do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-      } while (now - start < static_cast<unsigned long long>(spin_ns));
-      ctx.for_each([&](long long i) { out.store(i, static_cast<compute_t>(1)); });
-)";
-
 class RuntimeDiagnosticsTest : public testing::GpuRuntimeTest {
  protected:
   // A runtime over add, mul and this file's test operators.
   std::unique_ptr<Runtime> Open(RuntimeConfig config) {
     config.operators = testing::ElementwiseOps({"add", "mul"});
-    auto pack = registry::ParsePack(kTestPack, "runtime_errors_gpu_test.cpp");
-    if (!pack.ok()) {
-      ADD_FAILURE() << pack.status().ToString();
+    auto spin = testing::SpinOps("spin", "1.2.0", "runtime_errors_gpu_test.cpp");
+    if (!spin.ok()) {
+      ADD_FAILURE() << spin.status().ToString();
       return nullptr;
     }
-    for (const auto& spec : pack->operators) config.operators.push_back(spec);
+    for (const auto& spec : *spin) config.operators.push_back(spec);
     config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_errors_test_cache.db";
     return OpenConfig(config);
   }

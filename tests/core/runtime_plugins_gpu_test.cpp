@@ -23,39 +23,6 @@ using testing::DeviceTensor;
 using testing::Download;
 using testing::Upload;
 
-// `stamp` spins for spin_ns (so that start times on one block are far
-// apart), then writes `value` to every element of out; with fail_code != 0
-// it calls ctx.fail(fail_code) instead.
-constexpr const char* kTestPack = R"(gpuos_pack: 1
-name: test.plugins
-version: 0.1.0
-description: Test-only operators of runtime_plugins_gpu_test.cpp.
-operators:
-  - name: stamp
-    version: 1.0.0
-    kind: custom
-    description: Spins for spin_ns nanoseconds, then fills out with value; fails with fail_code if not 0.
-    dtypes: [f32]
-    inputs: []
-    outputs:
-      - name: out
-    attributes:
-      - {name: spin_ns, type: i64, default: 0}
-      - {name: fail_code, type: i64, default: 0}
-      - {name: value, type: f64, default: 1.0}
-    body: |
-      if (fail_code != 0) {
-        if (ctx.thread_index() == 0) ctx.fail(static_cast<unsigned int>(fail_code));
-        return;
-      }
-      unsigned long long start = 0, now = 0;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-      do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-      } while (now - start < static_cast<unsigned long long>(spin_ns));
-      ctx.for_each([&](long long i) { out.store(i, static_cast<compute_t>(value)); });
-)";
-
 class RuntimePluginsGpuTest : public testing::GpuRuntimeTest {
  protected:
   // A runtime over add, mul and `stamp` with `scheduler` ("" = the default)
@@ -64,12 +31,12 @@ class RuntimePluginsGpuTest : public testing::GpuRuntimeTest {
                                 unsigned int trace_capacity) {
     RuntimeConfig config;
     config.operators = testing::ElementwiseOps({"add", "mul"});
-    auto pack = registry::ParsePack(kTestPack, "runtime_plugins_gpu_test.cpp");
-    if (!pack.ok()) {
-      ADD_FAILURE() << pack.status().ToString();
+    auto spin = testing::SpinOps("stamp", "1.0.0", "runtime_plugins_gpu_test.cpp");
+    if (!spin.ok()) {
+      ADD_FAILURE() << spin.status().ToString();
       return nullptr;
     }
-    for (const auto& spec : pack->operators) config.operators.push_back(spec);
+    for (const auto& spec : *spin) config.operators.push_back(spec);
     config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_plugins_test_cache.db";
     config.plugin_dirs = {GPUOS_TEST_PLUGIN_DIR};
     if (!scheduler.empty()) config.plugins.scheduler = {scheduler, ""};

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuos/registry/pack_loader.h"
@@ -24,6 +25,47 @@ inline std::vector<registry::OperatorSpec> ElementwiseOps(const std::vector<std:
     }
   }
   return ops;
+}
+
+// A test-only custom operator `name` (f32, no inputs, one output `out`): it
+// spins on %globaltimer for spin_ns, then writes `value` (default 1) to
+// every element of out; with fail_code != 0 it calls ctx.fail(fail_code)
+// instead. `origin` names the test file in messages and build-cache keys.
+inline Expected<std::vector<registry::OperatorSpec>> SpinOps(const std::string& name,
+                                                             const std::string& version,
+                                                             const std::string& origin) {
+  const std::string pack = R"(gpuos_pack: 1
+name: test.spin
+version: 0.1.0
+description: Test-only operators of )" +
+                           origin + R"(.
+operators:
+  - name: )" + name + R"(
+    version: )" + version + R"(
+    kind: custom
+    description: Spins for spin_ns nanoseconds, then fills out with value; fails with fail_code if not 0.
+    dtypes: [f32]
+    inputs: []
+    outputs:
+      - name: out
+    attributes:
+      - {name: spin_ns, type: i64, default: 0}
+      - {name: fail_code, type: i64, default: 0}
+      - {name: value, type: f64, default: 1.0}
+    body: |
+      if (fail_code != 0) {
+        if (ctx.thread_index() == 0) ctx.fail(static_cast<unsigned int>(fail_code));
+        return;
+      }
+      unsigned long long start = 0, now = 0;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+      do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+      } while (now - start < static_cast<unsigned long long>(spin_ns));
+      ctx.for_each([&](long long i) { out.store(i, static_cast<compute_t>(value)); });
+)";
+  GPUOS_ASSIGN_OR_RETURN(auto parsed, registry::ParsePack(pack, origin));
+  return std::move(parsed.operators);
 }
 
 // Opens `config`; sets *skip to the reason when there is no GPU, *error to
