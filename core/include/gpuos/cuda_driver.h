@@ -72,11 +72,7 @@
   X(cuStreamWriteValue64)              \
   X(cuStreamWaitValue64)               \
   X(cuMemsetD32Async)                  \
-  X(cuPointerGetAttribute)             \
-  X(cuEventCreate)                     \
-  X(cuEventDestroy)                    \
-  X(cuEventRecord)                     \
-  X(cuStreamWaitEvent)
+  X(cuPointerGetAttribute)
 // clang-format on
 
 namespace gpuos {

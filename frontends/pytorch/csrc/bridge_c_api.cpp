@@ -149,27 +149,10 @@ int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long l
   });
 }
 
-int gpuos_torch_program_finish(GpuosTorchProgram* program, long long timeout_us) {
-  return Guarded("gpuos_torch_program_finish", [&]() -> gpuos::Status {
-    if (program == nullptr) return gpuos::InvalidArgument("gpuos_torch_program_finish: NULL");
-    return program->program->Finish(std::chrono::microseconds(timeout_us));
-  });
-}
-
 int gpuos_torch_program_check(const char* program_json) {
   return Guarded("gpuos_torch_program_check", [&]() -> gpuos::Status {
     if (program_json == nullptr) return gpuos::InvalidArgument("program_json is NULL");
     return gpuos::torch_bridge::ParseProgramSpec(program_json).status();
-  });
-}
-
-int gpuos_torch_program_run(GpuosTorchProgram* program, const unsigned long long* addresses,
-                            unsigned int num_buffers, long long timeout_us) {
-  return Guarded("gpuos_torch_program_run", [&]() -> gpuos::Status {
-    if (program == nullptr || (addresses == nullptr && num_buffers > 0)) {
-      return gpuos::InvalidArgument("gpuos_torch_program_run: NULL argument");
-    }
-    return program->program->Run(addresses, num_buffers, std::chrono::microseconds(timeout_us));
   });
 }
 

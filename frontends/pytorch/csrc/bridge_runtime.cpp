@@ -77,13 +77,6 @@ Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buff
   return Status::Ok();
 }
 
-Status Program::Run(const unsigned long long* addresses, std::uint32_t num_buffers,
-                    std::chrono::microseconds timeout) {
-  GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
-  GPUOS_ASSIGN_OR_RETURN(const runtime::Future done, runtime_->Submit(graph_));
-  return done.Wait(timeout);
-}
-
 Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
                        CUstream stream) {
   while (!pending_.empty() && pending_.front().Ready()) {
@@ -110,17 +103,6 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   // wait on the device, so the host waits for the results instead.
   pending_.pop_back();
   return launched.Wait();
-}
-
-Status Program::Finish(std::chrono::microseconds timeout) {
-  Status first = Status::Ok();
-  while (!pending_.empty()) {
-    const Status status = pending_.front().Wait(timeout);
-    if (status.code() == StatusCode::kUnavailable && !pending_.front().Ready()) return status;
-    pending_.pop_front();
-    if (first.ok() && !status.ok()) first = status;
-  }
-  return first;
 }
 
 }  // namespace gpuos::torch_bridge

@@ -40,11 +40,6 @@ class Program {
   static Expected<std::unique_ptr<Program>> Create(runtime::Runtime& runtime,
                                                    const ProgramSpec& spec);
 
-  // Writes each descriptor's address from `addresses` (one per buffer),
-  // submits the graph once and waits for it.
-  Status Run(const unsigned long long* addresses, std::uint32_t num_buffers,
-             std::chrono::microseconds timeout);
-
   // Binds the addresses and submits the graph ordered on `stream` (nullptr:
   // the legacy default stream): it starts after the work enqueued there so
   // far, and work enqueued there later starts after it (the stream waits
@@ -57,12 +52,9 @@ class Program {
   // graph (except on a device without 64-bit stream memory operations,
   // where it waits for it, at most 60 s). Errors: the driver's, the
   // runtime's Submit and StreamWaitFor errors, and the error of an earlier
-  // launch that finished with one (task errors surface at the next Launch or
-  // at Finish, as CUDA's do).
+  // launch that finished with one (task errors surface at the next Launch,
+  // as CUDA's do).
   Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
-  // Waits for every unfinished Launch (each at most `timeout`); the first
-  // error among them. A launch still running after `timeout` stays pending.
-  Status Finish(std::chrono::microseconds timeout);
 
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }

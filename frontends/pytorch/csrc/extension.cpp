@@ -211,15 +211,7 @@ class Program {
     return std::move(list);
   }
 
-  // Waits for this program's runs still on the device; raises the first
-  // task error among them.
-  void Finish() {
-    py::gil_scoped_release release;
-    Check(gpuos_torch_program_finish(handle_, timeout_us_), "finishing the program's runs");
-  }
-
   unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
-  void set_timeout_us(long long timeout) { timeout_us_ = timeout; }
 
  private:
   std::shared_ptr<Runtime> runtime_;
@@ -231,7 +223,6 @@ class Program {
   std::vector<Result> results_;
   std::size_t num_buffers_ = 0;
   std::vector<unsigned long long> addresses_;
-  long long timeout_us_ = 60'000'000;
   GpuosTorchProgram* handle_ = nullptr;
 };
 
@@ -261,8 +252,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("workspace_offsets"), py::arg("workspace_bytes"), py::arg("outputs"),
            py::arg("results"))
       .def("run", &Program::Run)
-      .def("finish", &Program::Finish)
-      .def_property_readonly("num_tasks", &Program::num_tasks)
-      .def("set_timeout_us", &Program::set_timeout_us);
+      .def_property_readonly("num_tasks", &Program::num_tasks);
   gpuos_torch::BindBatching(m);
 }

@@ -49,7 +49,7 @@ void gpuos_torch_free_string(char* text);
 // Builds a program (one task graph, submitted once per run) from the JSON
 // description made by gpuos/_lowering.py (docs/pytorch.md, "Program
 // format"). Tensor addresses are not known yet: each tensor names a buffer
-// and an element offset into it; gpuos_torch_program_run binds the buffers.
+// and an element offset into it; gpuos_torch_program_launch binds the buffers.
 // Errors: InvalidArgument naming the task and what is wrong; NotFound for an
 // operator or dtype the image does not have.
 int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_json,
@@ -58,25 +58,20 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
 // buffer indices, dependencies). Same errors as create, except those that need
 // the image (unknown operators, arity).
 int gpuos_torch_program_check(const char* program_json);
-// Binds buffer k to device address addresses[k] (element 0 of the buffer),
-// submits the program once and waits for it, at most timeout_us.
-// REQUIRES: num_buffers equals the program's buffer count; every address is
-// valid device memory of the runtime's device, large enough for the views the
-// program makes of it. Errors: the runtime's Submit and Wait errors.
-int gpuos_torch_program_run(GpuosTorchProgram* program, const unsigned long long* addresses,
-                            unsigned int num_buffers, long long timeout_us);
-// As gpuos_torch_program_run, ordered on `stream` (a CUstream of the
+// Binds buffer k to device address addresses[k] (element 0 of the buffer)
+// and submits the program once, ordered on `stream` (a CUstream of the
 // runtime's device; NULL = the legacy default stream, PyTorch's default):
 // the program starts after the work enqueued on `stream` so far (the host
 // synchronizes `stream` first when it has unfinished work), and work
 // enqueued on `stream` afterwards starts after the program (the stream
-// waits on the device). Returns without waiting for the program. A failed task surfaces at the
-// program's next launch (whose error it then is) or at gpuos_torch_program_finish.
+// waits on the device). Returns without waiting for the program, except on
+// a device without 64-bit stream memory operations, where it waits. A failed
+// task surfaces at the program's next launch, whose error it then is.
+// REQUIRES: num_buffers equals the program's buffer count; every address is
+// valid device memory of the runtime's device, large enough for the views the
+// program makes of it.
 int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long long* addresses,
                                unsigned int num_buffers, void* stream);
-// Waits for the program's unfinished launches, each at most timeout_us; the
-// first error among them.
-int gpuos_torch_program_finish(GpuosTorchProgram* program, long long timeout_us);
 unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program);
 unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program);
 void gpuos_torch_program_destroy(GpuosTorchProgram* program);
