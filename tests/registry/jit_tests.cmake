@@ -20,6 +20,11 @@ gpuos_add_test(registry_jit_builder_test
 target_include_directories(registry_jit_builder_test PRIVATE
   ${PROJECT_SOURCE_DIR}/registry/src/jit)
 
+# FuseElementwise: fused specs compiled with the real NVRTC (no GPU).
+gpuos_add_test(registry_fused_elementwise_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fused_elementwise_test.cpp
+  LIBS gpuos::jit gpuos_builtin_packs)
+
 # The built-in packs for CI's architectures: the slowest of these tests.
 gpuos_add_test(registry_jit_builtin_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/jit_builtin_test.cpp
