@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bridge_fusion.h"
 #include "bridge_program.h"
 #include "bridge_runtime.h"
 #include "gpuos_torch_bridge.h"
@@ -108,6 +109,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"launches", s.launches},
                           {"relaunches", s.relaunches},
                           {"parks", s.parks},
+                          {"epoch_switches", s.epoch_switches},
                           {"backpressure_waits", s.backpressure_waits},
                           {"max_queue_depth", s.max_queue_depth},
                           {"worker_blocks", s.worker_blocks},
@@ -131,7 +133,8 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
       return gpuos::InvalidArgument("gpuos_torch_program_create: NULL argument");
     }
     *out = nullptr;
-    GPUOS_ASSIGN_OR_RETURN(const auto spec, gpuos::torch_bridge::ParseProgramSpec(program_json));
+    GPUOS_ASSIGN_OR_RETURN(auto spec, gpuos::torch_bridge::ParseProgramSpec(program_json));
+    GPUOS_RETURN_IF_ERROR(gpuos::torch_bridge::ResolveFusedTasks(*runtime->runtime, &spec));
     GPUOS_ASSIGN_OR_RETURN(auto program,
                            gpuos::torch_bridge::Program::Create(*runtime->runtime, spec));
     *out = new GpuosTorchProgram{std::move(program)};

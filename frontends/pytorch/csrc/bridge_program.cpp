@@ -62,6 +62,93 @@ Expected<ViewSpec> ParseView(const json& object, std::uint32_t num_buffers,
   return view;
 }
 
+Expected<runtime::Attributes> ParseAttributes(const json& object, const std::string& where) {
+  runtime::Attributes attributes;
+  auto it = object.find("attributes");
+  if (it == object.end()) return attributes;
+  if (!it->is_object()) return InvalidArgument(where + ": 'attributes' must be an object");
+  for (const auto& [name, value] : it->items()) {
+    if (!value.is_string()) {
+      return InvalidArgument(where + ": attribute '" + name +
+                             "' must be given as text (\"1.5\", \"true\")");
+    }
+    attributes.emplace_back(name, value.get<std::string>());
+  }
+  return attributes;
+}
+
+Expected<FusedOperandSpec> ParseOperand(const json& operand, int step, int num_inputs,
+                                        const std::string& where) {
+  if (!operand.is_array() || operand.size() != 2 || !operand[0].is_string()) {
+    return InvalidArgument(where + ": an operand is [\"input\", k], [\"step\", j] or "
+                           "[\"literal\", \"text\"]");
+  }
+  const std::string kind = operand[0].get<std::string>();
+  FusedOperandSpec spec;
+  if (kind == "literal") {
+    if (!operand[1].is_string()) return InvalidArgument(where + ": a literal is given as text");
+    spec.kind = FusedOperandSpec::Kind::kLiteral;
+    spec.literal = operand[1].get<std::string>();
+    return spec;
+  }
+  if (!operand[1].is_number_integer()) {
+    return InvalidArgument(where + ": the " + kind + " operand's index must be an integer");
+  }
+  spec.index = operand[1].get<int>();
+  if (kind == "input") {
+    spec.kind = FusedOperandSpec::Kind::kInput;
+    if (spec.index < 0 || spec.index >= num_inputs) {
+      return InvalidArgument(where + ": input " + std::to_string(spec.index) +
+                             " is not below num_inputs (" + std::to_string(num_inputs) + ")");
+    }
+  } else if (kind == "step") {
+    spec.kind = FusedOperandSpec::Kind::kStep;
+    if (spec.index < 0 || spec.index >= step) {
+      return InvalidArgument(where + ": step " + std::to_string(spec.index) +
+                             " is not an earlier step");
+    }
+  } else {
+    return InvalidArgument(where + ": unknown operand kind '" + kind +
+                           "' (use input, step or literal)");
+  }
+  return spec;
+}
+
+Expected<FusedTaskSpec> ParseFused(const json& object, std::size_t num_tensors,
+                                   const std::string& where) {
+  if (!object.is_object()) return InvalidArgument(where + ": 'fused' must be an object");
+  FusedTaskSpec fused;
+  GPUOS_ASSIGN_OR_RETURN(fused.num_inputs, Field<int>(object, "num_inputs", where + ", fused"));
+  if (fused.num_inputs < 0 || static_cast<std::size_t>(fused.num_inputs) + 1 != num_tensors) {
+    return InvalidArgument(where + ": a fused task has num_inputs (" +
+                           std::to_string(fused.num_inputs) + ") input tensors and one output; it has " +
+                           std::to_string(num_tensors) + " tensors");
+  }
+  auto steps = object.find("steps");
+  if (steps == object.end() || !steps->is_array() || steps->empty()) {
+    return InvalidArgument(where + ": 'fused.steps' must be a non-empty list");
+  }
+  for (std::size_t j = 0; j < steps->size(); ++j) {
+    const std::string at = where + ", fused step " + std::to_string(j);
+    const json& step_json = (*steps)[j];
+    if (!step_json.is_object()) return InvalidArgument(at + ": expected an object");
+    FusedStepSpec step;
+    GPUOS_ASSIGN_OR_RETURN(step.op, Field<std::string>(step_json, "op", at));
+    GPUOS_ASSIGN_OR_RETURN(step.attributes, ParseAttributes(step_json, at));
+    auto operands = step_json.find("operands");
+    if (operands == step_json.end() || !operands->is_array()) {
+      return InvalidArgument(at + ": 'operands' must be a list");
+    }
+    for (const json& operand : *operands) {
+      GPUOS_ASSIGN_OR_RETURN(auto parsed, ParseOperand(operand, static_cast<int>(j),
+                                                       fused.num_inputs, at));
+      step.operands.push_back(std::move(parsed));
+    }
+    fused.steps.push_back(std::move(step));
+  }
+  return fused;
+}
+
 Expected<TaskSpec> ParseTask(const json& object, std::size_t index, std::uint32_t num_buffers) {
   std::string where = "task " + std::to_string(index);
   if (!object.is_object()) return InvalidArgument(where + ": expected an object");
@@ -86,15 +173,9 @@ Expected<TaskSpec> ParseTask(const json& object, std::size_t index, std::uint32_
         auto view, ParseView((*tensors)[k], num_buffers, where + ", tensor " + std::to_string(k)));
     task.tensors.push_back(std::move(view));
   }
-  if (auto it = object.find("attributes"); it != object.end()) {
-    if (!it->is_object()) return InvalidArgument(where + ": 'attributes' must be an object");
-    for (const auto& [name, value] : it->items()) {
-      if (!value.is_string()) {
-        return InvalidArgument(where + ": attribute '" + name +
-                               "' must be given as text (\"1.5\", \"true\")");
-      }
-      task.attributes.emplace_back(name, value.get<std::string>());
-    }
+  GPUOS_ASSIGN_OR_RETURN(task.attributes, ParseAttributes(object, where));
+  if (auto it = object.find("fused"); it != object.end() && !it->is_null()) {
+    GPUOS_ASSIGN_OR_RETURN(task.fused, ParseFused(*it, task.tensors.size(), where));
   }
   if (object.contains("deps")) {
     GPUOS_ASSIGN_OR_RETURN(task.deps, Field<std::vector<std::uint32_t>>(object, "deps", where));

@@ -26,13 +26,33 @@ struct ViewSpec {
   std::vector<long long> strides;
 };
 
-struct TaskSpec {
+// A fused elementwise task (gpuos/_fusion.py): steps of standard operators,
+// each operand a tensor the task reads, an earlier step or a literal. The
+// bridge turns it into an operator with registry::FuseElementwise.
+struct FusedOperandSpec {
+  enum class Kind { kInput, kStep, kLiteral };
+  Kind kind = Kind::kInput;
+  int index = 0;        // kInput, kStep
+  std::string literal;  // kLiteral: a number as text
+};
+struct FusedStepSpec {
   std::string op;
+  runtime::Attributes attributes;
+  std::vector<FusedOperandSpec> operands;
+};
+struct FusedTaskSpec {
+  int num_inputs = 0;
+  std::vector<FusedStepSpec> steps;
+};
+
+struct TaskSpec {
+  std::string op;  // "fused" for a fused task until the bridge names its operator
   DType dtype = DType::kF32;
   std::optional<DType> out_dtype;
   std::vector<ViewSpec> tensors;  // inputs, then outputs
   runtime::Attributes attributes;
   std::vector<std::uint32_t> deps;  // earlier tasks
+  std::optional<FusedTaskSpec> fused;
 };
 
 struct ProgramSpec {
@@ -42,7 +62,9 @@ struct ProgramSpec {
 
 // Parses and checks a program: buffer indices below num_buffers, ranks up to
 // device::kMaxRank, sizes >= 0, dependencies on earlier tasks only, known
-// dtype names. Errors: InvalidArgument naming the task, tensor and field.
+// dtype names; a fused task's steps: operand kinds, inputs below num_inputs
+// (which must be the task's tensors but one), steps referring to earlier
+// steps. Errors: InvalidArgument naming the task, tensor and field.
 Expected<ProgramSpec> ParseProgramSpec(std::string_view json);
 
 // Addresses written into a task graph before the buffers are known. Each

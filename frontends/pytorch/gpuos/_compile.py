@@ -26,6 +26,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import _runtime
+from ._fusion import enabled as fusion_enabled, fuse_elementwise
 from ._lowering import lower
 from ._packs import GPUOS_DTYPES
 from ._program import CONSTANT, INPUT, OUTPUT, Program
@@ -147,6 +148,8 @@ def build_entry(fn: Callable, args: Sequence[Any], executor: str = "gpuos") -> _
         return _Entry(None, key=layout_key(args), tensor_positions=tensor_positions,
                       reasons={"trace": f"tracing failed: {type(error).__name__}: {error}"})
     program = lower(gm, tensors, split=True)
+    if fusion_enabled():
+        program = fuse_elementwise(program)
     entry = _Entry(None, key=layout_key(args), tensor_positions=tensor_positions,
                    output_spec=program.output_spec, aten_ops=program.aten_ops,
                    reasons=dict(program.unsupported), lowered=program,

@@ -175,6 +175,7 @@ class Lowering:
 
             tensor = torch.full(shape, value, dtype=TORCH_DTYPES[dtype], device=self.device)
             self._scalars[key] = self.constant(tensor)
+            self.buffers[self._scalars[key].buffer].scalar = value
         return self._scalars[key]
 
     def new_buffer(self, dtype: str, sizes: Sequence[int],

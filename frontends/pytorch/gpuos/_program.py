@@ -29,6 +29,7 @@ class Buffer:
     strides: tuple[int, ...]
     index: int = 0  # graph input number (INPUT) or position among constants
     tensor: Optional[torch.Tensor] = None  # CONSTANT: bound by pointer at each call
+    scalar: Any = None  # CONSTANT filled with this one value (Lowering.scalar)
 
     @property
     def span_bytes(self) -> int:
@@ -75,6 +76,9 @@ class Task:
     deps: list[int] = field(default_factory=list)
     out_dtype: Optional[str] = None
     source: str = ""  # the aten overload it came from (diagnostics)
+    # A fused task (gpuos/_fusion.py): {"num_inputs": n, "steps": [{"op",
+    # "attributes", "operands": [["input", k] | ["step", j] | ["literal", text]]}]}
+    fused: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -134,6 +138,8 @@ class Program:
             }
             if task.out_dtype is not None:
                 entry["out_dtype"] = task.out_dtype
+            if task.fused is not None:
+                entry["fused"] = task.fused
             tasks.append(entry)
         return json.dumps({"version": 1, "num_buffers": len(self.buffers), "tasks": tasks})
 
@@ -153,7 +159,10 @@ class Program:
             lines.append(f"  buffer {i}: {b.kind} {b.dtype} {list(b.sizes)} strides {list(b.strides)}")
         for i, t in enumerate(self.tasks):
             views = ", ".join(f"b{v.buffer}+{v.offset}{list(v.sizes)}" for v in t.tensors)
-            lines.append(f"  task {i}: {t.op} {t.dtype} ({views}) {t.attributes} deps {t.deps}"
+            op = t.op
+            if t.fused is not None:
+                op = "fused[" + " -> ".join(step["op"] for step in t.fused["steps"]) + "]"
+            lines.append(f"  task {i}: {op} {t.dtype} ({views}) {t.attributes} deps {t.deps}"
                          f"  <- {t.source}")
         for name, reason in self.unsupported.items():
             lines.append(f"  unsupported: {name}: {reason}")

@@ -98,6 +98,28 @@ def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[s
         out.copy_(_elementwise(op, ins, attrs))
 
 
+def _run_fused(fused: dict, dtype: str, ins: list[torch.Tensor], out: torch.Tensor) -> None:
+    """A fused task as the device runs it: the steps in order on values of the
+    compute type (float for f16 and bf16), literals rounded to the dtype first."""
+    torch_dtype = TORCH_DTYPES[dtype]
+    compute = torch.float32 if dtype in ("f16", "bf16") else torch_dtype
+    steps: list[torch.Tensor] = []
+    for step in fused["steps"]:
+        operands = []
+        for kind, value in step["operands"]:
+            if kind == "input":
+                operands.append(ins[value].to(compute))
+            elif kind == "step":
+                operands.append(steps[value])
+            else:
+                number = float(value) if torch_dtype.is_floating_point else int(value)
+                operands.append(torch.tensor(number, dtype=torch_dtype).to(compute))
+        attrs = {k: float(v) for k, v in step["attributes"].items()}
+        result = _elementwise(step["op"], operands, attrs)
+        steps.append(result.to(compute).expand(out.shape))
+    out.copy_(steps[-1])
+
+
 def run_reference(program: Program, args: Sequence[torch.Tensor],
                   shuffle_seed: Optional[int] = None) -> list[torch.Tensor]:
     """Runs `program` on the CPU for inputs `args`; returns its results.
@@ -132,10 +154,15 @@ def run_reference(program: Program, args: Sequence[torch.Tensor],
             pick = rng.choice(ready)
             done.add(pick)
             order.append(pick)
+    from ._packs import STANDARD_OPERATORS
+
     for i in order:
         task = program.tasks[i]
-        from ._packs import STANDARD_OPERATORS
-
+        if task.fused is not None:
+            n_in = task.fused["num_inputs"]
+            _run_fused(task.fused, task.dtype, [view(v) for v in task.tensors[:n_in]],
+                       view(task.tensors[n_in]))
+            continue
         n_in = STANDARD_OPERATORS[task.op].inputs
         ins = [view(v) for v in task.tensors[:n_in]]
         out = view(task.tensors[n_in])

@@ -25,6 +25,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from ._fusion import enabled as fusion_enabled, fuse_elementwise
 from ._lowering import lower, overload_name
 from ._program import Program
 
@@ -155,6 +156,8 @@ def _build(segment: Segment, inputs: list, backend: SegmentBackend) -> None:
             "small segment": f"a segment of fewer than {MIN_SEGMENT_TASKS} tasks between "
                              "eager ops runs eagerly"}
         return
+    if fusion_enabled():
+        program = fuse_elementwise(program)
     try:
         segment.runner = backend.build(program)
     except RuntimeError as error:

@@ -55,7 +55,7 @@ def test_eager_and_gpuos_compile_ran_correctly_on_one_submission(smoke):
         if row["variant"] == "gpuos_compile":
             g = row["gpuos"]  # the whole workload lowered: no eager op, one submission per call
             assert g["executor"] == "reference" and g["eager_calls"] == 0 and not g["fallbacks"]
-            assert g["submissions_per_call"] == 1 and g["tasks_per_call"] >= 4
+            assert g["submissions_per_call"] == 1 and g["tasks_per_call"] >= 1
             assert row["speedup_vs"]["eager"] > 0
 
 

@@ -41,6 +41,17 @@ def test_operator_table_matches_the_packs():
         assert spec.attributes == tuple(a["name"] for a in op.get("attributes") or []), name
 
 
+def test_fusible_operators_are_elementwise_on_t_only():
+    from gpuos._fusion import FUSIBLE
+
+    packs = _yaml_operators()
+    for name in FUSIBLE:
+        op = packs[name]
+        assert op["kind"] == "elementwise" and not op.get("out_dtypes"), name
+        tensors = (op.get("inputs") or []) + op["outputs"]
+        assert all(t.get("dtype", "T") == "T" for t in tensors) and len(op["outputs"]) == 1, name
+
+
 def test_every_coverage_entry_names_existing_operators():
     table = gpuos.coverage()
     assert len(table) >= 100
