@@ -13,9 +13,10 @@ place) and returns its outputs, or a Variant with `skipped` set and no call.
     torch_compile_ro  torch.compile(module, mode="reduce-overhead",
                       dynamic=False); each call is preceded by
                       torch.compiler.cudagraph_mark_step_begin()
-    gpuos_batching    `with gpuos.batching(): module(*inputs)` once batching
-                      records ops (gpuos._batching.RECORDS); skipped with the
-                      reason until then
+    gpuos_batching    `with gpuos.batching(): module(*inputs)`: the first call
+                      learns the op sequence (eager), later calls replay it as
+                      one gpuos submission per flush (runs when
+                      gpuos._batching.RECORDS is true, on a GPU only)
     gpuos_compile     gpuos.compile(module) (smoke: executor="reference",
                       the CPU reference interpreter)
 
@@ -104,7 +105,14 @@ def _gpuos_batching(module, inputs, device) -> Variant:
         with gpuos.batching():
             return module(*inputs)
 
-    return _first_call(Variant("gpuos_batching", call), device)
+    variant = _first_call(Variant("gpuos_batching", call), device)
+    gpuos.reset_batching_stats()
+    call()  # the second call replays: what each timed call does
+    torch.cuda.current_stream(device).synchronize()
+    s = gpuos.batching_stats()
+    variant.info = {key: s[key] for key in ("replayed_ops", "learned_ops", "submissions", "tasks",
+                                             "materialized_ops", "fallbacks", "flushes_by_reason")}
+    return variant
 
 
 def _gpuos_compile(module, inputs, device, smoke: bool) -> Variant:
@@ -136,6 +144,9 @@ def make(name: str, module: torch.nn.Module, inputs: list, device: torch.device,
     if name == "torch_compile_ro":
         return _torch_compile(module, inputs, device, "reduce-overhead")
     if name == "gpuos_batching":
+        ok, why = gpuos.available(device.index or 0)
+        if not ok:
+            return Variant(name, skipped=f"gpuos cannot run here: {why}")
         return _gpuos_batching(module, inputs, device)
     if name == "gpuos_compile":
         ok, why = gpuos.available(device.index or 0)

@@ -47,9 +47,9 @@ OpEntry& EntryOf(ThreadState& state, const c10::OperatorHandle& op) {
   return entry;
 }
 
-void Flush(ThreadState& state) {
+void Flush(ThreadState& state, FlushReason reason) {
   ++state.flushes;
-  state.recorder->Flush();
+  state.recorder->Flush(reason);
 }
 
 // Why the key set is passed on as it is: `below` drops this key and every key
@@ -79,10 +79,10 @@ void BatchingFallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (state.recorder != nullptr) {
     if (state.recorder->Decide(op, *stack) == BatchingAction::kRecord) {
       ++state.recorded;
-      state.recorder->Record(op, stack);
+      state.recorder->Record(op, below, stack);
       return;
     }
-    Flush(state);
+    Flush(state, FlushReason::kEagerOp);
   }
   ++state.ran_eagerly;
   op.redispatchBoxed(below, stack);
@@ -129,10 +129,17 @@ bool ExitBatching() {
     c10::impl::tls_set_dispatch_key_included(kBatchingKey, state.key_was_included);
     if (state.recorder != nullptr) {
       c10::impl::ExcludeDispatchKeyGuard exclude(kBatchingKey);
-      Flush(state);
+      Flush(state, FlushReason::kBlockExit);
     }
   }
   return true;
+}
+
+void FlushBatching(FlushReason reason) {
+  ThreadState& state = t_state;
+  if (state.recorder == nullptr) return;
+  c10::impl::ExcludeDispatchKeyGuard exclude(kBatchingKey);
+  Flush(state, reason);
 }
 
 int BatchingDepth() { return t_state.depth; }

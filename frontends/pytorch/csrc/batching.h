@@ -1,14 +1,14 @@
-// Transparent batching, step 1: intercepting aten operators below Python
+// Transparent batching: intercepting aten operators below Python
 // (docs/pytorch.md, "Transparent batching").
 //
 // A boxed fallback on the dispatch key kBatchingKey sees every operator call
 // that reaches that key while a batching block is open on the calling thread.
 // The key sits below autograd (autograd records its graph as usual and calls
 // the ops it decomposes into) and above the backend kernels (CPU, CUDA), so the
-// fallback sees each op on the way to its kernel. Today every op is counted by
-// name and then run by the kernels below the key, so results are exactly
-// eager's. Recording into a task graph is the next step: a BatchingRecorder
-// installed on the thread decides per op "record" or "flush, then run eagerly".
+// fallback sees each op on the way to its kernel. Every op is counted by name;
+// a BatchingRecorder installed on the thread decides per op "record" or
+// "flush, then run eagerly" (batching_recorder.h records sequences of ops and
+// submits them to gpuos as one program per flush).
 //
 // Thread safety: all state is per thread. A block opened on one thread does
 // not intercept ops of other threads. Compiled with torch's flags (only the
@@ -31,6 +31,13 @@ namespace gpuos_torch {
 // other key fits.
 inline constexpr c10::DispatchKey kBatchingKey = c10::DispatchKey::Fake;
 
+// Why a recorder is flushed.
+enum class FlushReason {
+  kEagerOp,      // an op that runs eagerly comes next (the recorder knows which)
+  kBlockExit,    // the outermost block of the thread closed
+  kSynchronize,  // gpuos.synchronize()
+};
+
 // What the fallback does with one operator call.
 enum class BatchingAction {
   // Flush the recorder's pending work, then run the kernels below the key.
@@ -39,10 +46,9 @@ enum class BatchingAction {
   kRecord,
 };
 
-// Decides and records ops for one thread (the next step builds one that
-// appends tasks to a pending gpuos task graph). Not built yet: without a
-// recorder every op runs eagerly. Every method is called on the thread that
-// installed the recorder, with kBatchingKey excluded, so ops it calls itself
+// Decides and records ops for one thread (SequenceRecorder in
+// batching_recorder.h; without a recorder every op runs eagerly). Every method is called on the
+// thread that installed the recorder, with kBatchingKey excluded, so ops it calls itself
 // (allocations, copies) run directly and are not intercepted.
 class BatchingRecorder {
  public:
@@ -52,11 +58,13 @@ class BatchingRecorder {
   virtual BatchingAction Decide(const c10::OperatorHandle& op, const torch::jit::Stack& stack) = 0;
   // Called only after Decide returned kRecord: pops the arguments from `stack`
   // and pushes the results (real tensors whose contents the pending work will
-  // produce), without running the op's kernels.
-  virtual void Record(const c10::OperatorHandle& op, torch::jit::Stack* stack) = 0;
+  // produce). `below` is the key set that runs the op's kernels
+  // (op.redispatchBoxed(below, stack)), for ops the recorder runs itself.
+  virtual void Record(const c10::OperatorHandle& op, c10::DispatchKeySet below,
+                      torch::jit::Stack* stack) = 0;
   // Submits the pending work. Called before every op that runs eagerly and
   // when the outermost block on the thread closes.
-  virtual void Flush() = 0;
+  virtual void Flush(FlushReason reason) = 0;
 };
 
 // Registers the fallback once per process. Returns "" on success, else why it
@@ -71,8 +79,11 @@ std::string InstallBatchingFallback();
 void EnterBatching();
 // Closes the innermost block; the outermost one flushes the recorder (if any)
 // and restores the key's previous inclusion state. Returns false, changing
-// nothing, when no block is open on this thread.
+// nothing, when no block is open on this thread. A flush that throws
+// propagates after the block is closed.
 bool ExitBatching();
+// Flushes the calling thread's recorder (if any) now (gpuos.synchronize()).
+void FlushBatching(FlushReason reason);
 // Blocks open on the calling thread.
 int BatchingDepth();
 

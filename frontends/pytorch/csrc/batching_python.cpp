@@ -7,24 +7,72 @@
 #include <string>
 
 #include "batching.h"
+#include "batching_recorder.h"
 
 namespace py = pybind11;
 
 namespace gpuos_torch {
 namespace {
 
-void Enter() {
+// The recorder the outermost block replaced (restored when it closes).
+thread_local BatchingRecorder* t_previous_recorder = nullptr;
+thread_local bool t_installed = false;
+
+void Enter(SequenceRecorder* recorder) {
   const std::string error = InstallBatchingFallback();
   if (!error.empty()) throw std::runtime_error("gpuos.batching() is unavailable: " + error);
+  if (BatchingDepth() == 0) {
+    t_installed = recorder != nullptr;
+    if (t_installed) t_previous_recorder = SetThreadRecorder(recorder);
+  }
   EnterBatching();
 }
 
 void Exit() {
+  const bool outermost = BatchingDepth() == 1;
+  struct Restore {
+    bool active;
+    ~Restore() {
+      if (active && t_installed) {
+        SetThreadRecorder(t_previous_recorder);
+        t_installed = false;
+      }
+    }
+  } restore{outermost};
   if (!ExitBatching()) {
     throw std::runtime_error(
         "gpuos.batching(): a block was closed on a thread that has none open (each thread "
         "must close the blocks it opened)");
   }
+}
+
+void Synchronize() { FlushBatching(FlushReason::kSynchronize); }
+
+py::dict RecorderStatsDict(const SequenceRecorder& recorder) {
+  const RecorderStats& s = recorder.stats();
+  py::dict d;
+  d["learned_ops"] = s.learned_ops;
+  d["replayed_ops"] = s.replayed_ops;
+  d["view_ops"] = s.view_ops;
+  d["learned_sequences"] = s.learned_sequences;
+  d["eager_sequences"] = s.eager_sequences;
+  d["submissions"] = s.submissions;
+  d["tasks"] = s.tasks;
+  d["divergences"] = s.divergences;
+  d["materialized_ops"] = s.materialized_ops;
+  d["liveness_misses"] = s.liveness_misses;
+  d["evictions"] = s.evictions;
+  d["cache_entries"] = s.cache_entries;
+  d["flushes_by_reason"] = s.flushes;
+  d["fallbacks"] = s.fallbacks;
+  d["fallback_reasons"] = s.fallback_reasons;
+  return d;
+}
+
+c10::DeviceType DeviceTypeOf(const std::string& name) {
+  if (name == "cuda") return c10::DeviceType::CUDA;
+  if (name == "cpu") return c10::DeviceType::CPU;
+  throw std::invalid_argument("gpuos: a recorder runs on 'cuda' or 'cpu', not '" + name + "'");
 }
 
 py::dict CountsDict() {
@@ -50,10 +98,10 @@ class ProbeRecorder final : public BatchingRecorder {
     arguments_ += static_cast<int64_t>(stack.size());
     return BatchingAction::kRunEagerly;
   }
-  void Record(const c10::OperatorHandle&, torch::jit::Stack*) override {
+  void Record(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*) override {
     throw std::logic_error("gpuos: the probe recorder never records");
   }
-  void Flush() override { ++flushes_; }
+  void Flush(FlushReason) override { ++flushes_; }
 
   int64_t decisions_ = 0;
   int64_t arguments_ = 0;
@@ -86,8 +134,24 @@ py::dict Probe(bool install) {
 }  // namespace
 
 void BindBatching(py::module_& m) {
-  m.def("_batching_enter", &Enter, "Opens a gpuos.batching() block on this thread.");
+  m.def("_batching_enter", &Enter, py::arg("recorder") = nullptr,
+        "Opens a gpuos.batching() block on this thread; the outermost one installs `recorder` "
+        "(None: keep the thread's recorder) until it closes.");
   m.def("_batching_exit", &Exit, "Closes the innermost block of this thread.");
+  m.def("_batching_synchronize", &Synchronize,
+        "Flushes this thread's recorder: its pending ops run now.");
+  m.def("_batching_set_recordable", &SetRecordableOps, py::arg("names"),
+        "The aten overloads a recorder may record (\"aten::add.Tensor\", \"aten::relu\").");
+  py::class_<SequenceRecorder>(m, "SequenceRecorder")
+      .def(py::init([](py::object lowerer, const std::string& device_type, int64_t cache_size) {
+             return std::make_unique<SequenceRecorder>(std::move(lowerer),
+                                                       DeviceTypeOf(device_type), cache_size);
+           }),
+           py::arg("lowerer"), py::arg("device_type"), py::arg("cache_size"))
+      .def("stats", &RecorderStatsDict)
+      .def("reset_stats", &SequenceRecorder::ResetStats)
+      .def("clear", &SequenceRecorder::Clear)
+      .def("num_nodes", &SequenceRecorder::NumNodes);
   m.def("_batching_depth", &BatchingDepth, "Blocks open on this thread.");
   m.def("_batching_counts", &CountsDict, "What this thread's blocks have intercepted.");
   m.def("_batching_reset_counts", &ResetThreadBatchingCounts);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "batching_python.h"
+#include "batching_recorder.h"
 #include "gpuos_torch_bridge.h"
 
 namespace py = pybind11;
@@ -211,6 +212,44 @@ class Program {
     return std::move(list);
   }
 
+  // Runs once with the input buffers bound to `args` and the output buffers
+  // to `outputs` (caller-given tensors laid out as the program's outputs, by
+  // pointer): transparent batching hands its outputs out before the program
+  // runs. No guards (the caller matched the layouts) and no Python: callable
+  // without the GIL.
+  void RunInto(const std::vector<at::Tensor>& args, const std::vector<at::Tensor>& outputs) {
+    if (args.size() != inputs_.size() || outputs.size() != outputs_.size()) {
+      throw std::invalid_argument("gpuos: Program.run_into got " + std::to_string(args.size()) +
+                                  " inputs and " + std::to_string(outputs.size()) +
+                                  " outputs; the program has " + std::to_string(inputs_.size()) +
+                                  " and " + std::to_string(outputs_.size()));
+    }
+    const c10::Device device(c10::DeviceType::CUDA,
+                             static_cast<c10::DeviceIndex>(runtime_->device()));
+    std::size_t b = 0;
+    for (const at::Tensor& t : args) {
+      addresses_[b++] = reinterpret_cast<unsigned long long>(t.data_ptr());
+    }
+    for (const at::Tensor& c : constants_) {
+      addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
+    }
+    at::Tensor workspace;
+    if (!workspace_offsets_.empty()) {
+      workspace = at::empty({std::max<int64_t>(workspace_bytes_, 1)},
+                            at::TensorOptions().dtype(at::kByte).device(device));
+      const auto base = reinterpret_cast<unsigned long long>(workspace.data_ptr());
+      for (int64_t offset : workspace_offsets_) addresses_[b++] = base + offset;
+    }
+    for (const at::Tensor& t : outputs) {
+      addresses_[b++] = reinterpret_cast<unsigned long long>(t.data_ptr());
+    }
+    c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
+    void* stream = guard.getStream(device).native_handle();
+    Check(gpuos_torch_program_launch(handle_, addresses_.data(),
+                                     static_cast<unsigned int>(addresses_.size()), stream),
+          "running the program");
+  }
+
   unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
 
  private:
@@ -225,6 +264,31 @@ class Program {
   std::vector<unsigned long long> addresses_;
   GpuosTorchProgram* handle_ = nullptr;
 };
+
+// A Program run by transparent batching without Python per run.
+class ProgramSequenceRunner final : public gpuos_torch::SequenceRunner {
+ public:
+  ProgramSequenceRunner(py::object owner, Program* program)
+      : owner_(std::move(owner)), program_(program) {}
+  ~ProgramSequenceRunner() override {
+    py::gil_scoped_acquire gil;
+    owner_ = py::object();
+  }
+  void Run(const std::vector<at::Tensor>& externals,
+           const std::vector<at::Tensor>& outputs) override {
+    program_->RunInto(externals, outputs);
+  }
+
+ private:
+  py::object owner_;  // keeps program_ alive
+  Program* program_;
+};
+
+std::shared_ptr<gpuos_torch::SequenceRunner> NativeRunnerOf(py::handle object) {
+  if (!py::isinstance<Program>(object)) return nullptr;
+  return std::make_shared<ProgramSequenceRunner>(py::reinterpret_borrow<py::object>(object),
+                                                 object.cast<Program*>());
+}
 
 // Parses and checks a program description without a GPU; raises on errors.
 void CheckProgram(const std::string& program_json) {
@@ -252,6 +316,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::arg("workspace_offsets"), py::arg("workspace_bytes"), py::arg("outputs"),
            py::arg("results"))
       .def("run", &Program::Run)
+      .def("run_into", &Program::RunInto, py::arg("inputs"), py::arg("outputs"),
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("num_tasks", &Program::num_tasks);
   gpuos_torch::BindBatching(m);
+  gpuos_torch::SetNativeRunnerFactory(&NativeRunnerOf);
 }

@@ -12,9 +12,11 @@ persistent-kernel runtime (docs/pytorch.md).
 function whose inputs are not on a CUDA device, or whose graph has an op the
 standard packs cannot run, runs eagerly and is counted in stats().
 
-`with gpuos.batching(): ...` intercepts the thread's aten ops in C++ and, for
-now, only counts them (gpuos.batching_stats()) and runs them eagerly: the
-recording into gpuos task graphs is not built yet.
+`with gpuos.batching(): y = model(x)` records the thread's aten ops in C++:
+the first time a sequence of ops is seen it runs eagerly and is learned (lowered
+to a program at the flush that ends it); the next time the same ops only
+allocate their results and the flush submits the program once. Ops gpuos
+cannot run flush the pending ones and run eagerly (gpuos.batching_stats()).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ import torch
 
 from . import _runtime
 from ._aten import COVERAGE, TABLE
-from ._batching import batching, batching_stats, reset_batching_stats
+from ._batching import batching, batching_stats, reset_batching_stats, synchronize
 from ._compile import DEFAULT_CACHE_SIZE, CompiledFunction, backend, trace
 from ._lowering import Unsupported, lower as _lower
 from ._program import Program
 
 __all__ = ["compile", "backend", "stats", "reset_stats", "lower", "available", "coverage",
-           "batching", "batching_stats", "reset_batching_stats", "Program", "Unsupported",
+           "batching", "batching_stats", "reset_batching_stats", "synchronize", "Program", "Unsupported",
            "CompiledFunction", "export_trace"]
 __version__ = "0.1.0"
 

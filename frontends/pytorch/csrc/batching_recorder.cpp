@@ -1,0 +1,303 @@
+// SequenceRecorder: recording, replay and flushes (batching_recorder.h).
+// Signatures are in batching_recorder_sign.cpp, the hand-over to Python
+// (lowering a learned sequence) and the cache in batching_recorder_learn.cpp.
+#include "batching_recorder.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
+#include <torch/version.h>
+
+#include <unordered_set>
+
+#include "batching_recorder_internal.h"
+
+namespace gpuos_torch {
+namespace {
+
+// Whether something other than `ours` references holds `target`. A Python
+// wrapper (torch 2.11, "PyObject preservation" in c10/util/intrusive_ptr.h)
+// holds one reference, and is itself kept alive by the object while other
+// references exist, so Python's own references are read from the wrapper.
+// The wrapper's count is read without the GIL: the recorder's tensors belong
+// to its thread.
+bool HeldElsewhere(c10::intrusive_ptr_target* target, const c10::impl::PyObjectSlot* slot,
+                   uint32_t ours) {
+  const uint32_t strong = c10::raw::intrusive_ptr::use_count(target);
+  PyObject* wrapper = slot->load_pyobj();
+  if (wrapper == nullptr) return strong > ours;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+  if (strong - 1 > ours) return true;
+  return Py_REFCNT(wrapper) - (strong >= 2 ? 1 : 0) > 0;
+#else
+  // Older torch owned wrappers differently (not checked here): a tensor that
+  // has one counts as in use, which only binds more results.
+  return true;
+#endif
+}
+
+}  // namespace
+
+SequenceRecorder::SequenceRecorder(pybind11::object lowerer, c10::DeviceType device_type,
+                                   int64_t cache_size)
+    : lowerer_(std::move(lowerer)),
+      device_type_(device_type),
+      cache_size_(std::max<int64_t>(cache_size, 1)),
+      root_(std::make_unique<Node>()) {}
+
+SequenceRecorder::~SequenceRecorder() {
+  Reset();
+  root_.reset();  // runners release their Python objects with the GIL
+}
+
+void SequenceRecorder::ResetStats() {
+  const int64_t entries = stats_.cache_entries;
+  stats_ = RecorderStats();
+  stats_.cache_entries = entries;
+}
+
+BatchingAction SequenceRecorder::Decide(const c10::OperatorHandle& op,
+                                        const torch::jit::Stack& stack) {
+  const OpInfo& info = InfoOf(op);
+  current_ = &info;
+  if (!info.why.empty()) {
+    NoteFallback(info, info.why);
+    return BatchingAction::kRunEagerly;
+  }
+  std::string why;
+  if (!Sign(info, stack, &why)) {
+    NoteFallback(info, why);
+    return BatchingAction::kRunEagerly;
+  }
+  Node* node = mode_ == Mode::kIdle ? root_.get() : cursor_;
+  Edge* edge = FindEdge(node, op);
+  if (edge != nullptr && !edge->eager_reason.empty()) {
+    NoteFallback(info, edge->eager_reason);
+    return BatchingAction::kRunEagerly;
+  }
+  if (mode_ == Mode::kReplaying && edge == nullptr) {
+    ++stats_.divergences;
+    Materialize();
+    mode_ = Mode::kLearning;
+  }
+  if (mode_ == Mode::kIdle) {
+    // A sequence known to end eagerly right after this op (one op alone) is
+    // not deferred: materializing it at the flush would cost a copy.
+    const bool eager_leaf =
+        edge != nullptr && edge->child->state == Node::kEager && edge->child->edges.empty();
+    mode_ = edge != nullptr && !eager_leaf ? Mode::kReplaying : Mode::kLearning;
+    cursor_ = root_.get();
+  }
+  edge_ = edge;
+  return BatchingAction::kRecord;
+}
+
+void SequenceRecorder::Register(int step, const std::vector<at::Tensor>& outputs) {
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const at::Tensor& t = outputs[j];
+    produced_.emplace(t.storage().unsafeGetStorageImpl(),
+                      Produced{t.unsafeGetTensorImpl(), step, static_cast<int>(j)});
+  }
+}
+
+void SequenceRecorder::Record(const c10::OperatorHandle& op, c10::DispatchKeySet below,
+                              torch::jit::Stack* stack) {
+  const OpInfo& info = *current_;
+  PendingStep step;
+  step.below = below;
+  step.args.assign(stack->end() - info.num_arguments, stack->end());
+  const bool replay = mode_ == Mode::kReplaying;
+  if (replay && !edge_->view) {
+    torch::jit::drop(*stack, info.num_arguments);
+    for (const Layout& layout : edge_->outputs) {
+      step.outputs.push_back(
+          at::empty_strided(layout.sizes, layout.strides,
+                            at::TensorOptions().dtype(layout.dtype).device(layout.device)));
+    }
+    std::size_t next = 0;
+    for (int count : edge_->returns) {
+      if (count < 0) {
+        stack->emplace_back(step.outputs[next++]);
+      } else {
+        c10::List<at::Tensor> list;
+        for (int i = 0; i < count; ++i) list.push_back(step.outputs[next++]);
+        stack->emplace_back(std::move(list));
+      }
+    }
+    ++stats_.replayed_ops;
+  } else {
+    op.redispatchBoxed(below, stack);
+    step.ran = true;
+    std::vector<int> returns;
+    std::string why;
+    if (!FlattenResults(*stack, info.num_returns, &step.outputs, &returns, &why)) {
+      // Already run: end the sequence before it, and run it eagerly from now on.
+      Edge* edge = edge_ != nullptr ? edge_ : AddEdge(op, {}, {});
+      edge->eager_reason = why;
+      NoteFallback(info, why);
+      if (!replay) --stats_.learned_ops;
+      Flush(FlushReason::kEagerOp);
+      return;
+    }
+    if (replay) {
+      ++stats_.view_ops;
+    } else {
+      ++stats_.learned_ops;
+      if (edge_ == nullptr) edge_ = AddEdge(op, returns, step.outputs);
+      if (info.view_schema || SharesStorage(step.args, step.outputs)) edge_->view = true;
+    }
+  }
+  for (const at::Tensor& t : new_externals_) {
+    external_index_.emplace(t.unsafeGetTensorImpl(), static_cast<int>(externals_.size()));
+    externals_.push_back(t);
+  }
+  new_externals_.clear();
+  step.edge = edge_;
+  steps_.push_back(std::move(step));
+  Register(static_cast<int>(steps_.size()) - 1, steps_.back().outputs);
+  cursor_ = edge_->child.get();
+}
+
+SequenceRecorder::Edge* SequenceRecorder::AddEdge(const c10::OperatorHandle& op,
+                                                  std::vector<int> returns,
+                                                  const std::vector<at::Tensor>& outputs) {
+  Node* node = mode_ == Mode::kIdle ? root_.get() : cursor_;
+  auto edge = std::make_unique<Edge>(op);
+  edge->signature = signature_;
+  edge->returns = std::move(returns);
+  for (const at::Tensor& t : outputs) {
+    edge->outputs.push_back(Layout{t.scalar_type(), t.sizes().vec(), t.strides().vec(),
+                                   t.storage_offset(), t.device()});
+  }
+  edge->child = std::make_unique<Node>();
+  edge->child->parent = node;
+  edge->child->via = edge.get();
+  node->edges.push_back(std::move(edge));
+  return node->edges.back().get();
+}
+
+void SequenceRecorder::Materialize() {
+  for (PendingStep& step : steps_) {
+    if (step.ran) continue;
+    torch::jit::Stack stack(step.args.begin(), step.args.end());
+    step.edge->op.redispatchBoxed(step.below, &stack);
+    std::vector<at::Tensor> results;
+    std::vector<int> returns;
+    std::string why;
+    FlattenResults(stack, static_cast<int>(step.edge->returns.size()), &results, &returns, &why);
+    for (std::size_t j = 0; j < results.size() && j < step.outputs.size(); ++j) {
+      step.outputs[j].copy_(results[j]);
+    }
+    step.ran = true;
+    ++stats_.materialized_ops;
+  }
+}
+
+std::vector<std::vector<bool>> SequenceRecorder::Alive() const {
+  // A result is in use when something other than this recorder holds a
+  // tensor on its storage: count our own references to each tensor and
+  // storage, and compare with their reference counts.
+  std::unordered_map<c10::TensorImpl*, uint32_t> ours;
+  auto count = [&](const at::Tensor& t) {
+    if (t.defined()) ++ours[t.unsafeGetTensorImpl()];
+  };
+  for (const at::Tensor& t : externals_) count(t);
+  for (const PendingStep& step : steps_) {
+    for (const at::Tensor& t : step.outputs) count(t);
+    for (const c10::IValue& v : step.args) {
+      if (v.isTensor()) {
+        count(v.toTensor());
+      } else if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor()) count(e.toTensor());
+        }
+      }
+    }
+  }
+  std::unordered_map<c10::StorageImpl*, uint32_t> impls_on;
+  std::unordered_set<c10::StorageImpl*> held_elsewhere;
+  for (const auto& [impl, refs] : ours) {
+    if (!impl->has_storage()) continue;
+    c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+    ++impls_on[storage];
+    if (HeldElsewhere(impl, impl->pyobj_slot(), refs)) held_elsewhere.insert(storage);
+  }
+  std::vector<std::vector<bool>> alive;
+  for (const PendingStep& step : steps_) {
+    alive.emplace_back();
+    for (const at::Tensor& t : step.outputs) {
+      c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+      // Each TensorImpl on the storage holds one reference to it.
+      const bool used = held_elsewhere.count(storage) > 0 ||
+                        HeldElsewhere(storage, storage->pyobj_slot(), impls_on[storage]);
+      alive.back().push_back(used);
+    }
+  }
+  return alive;
+}
+
+bool SequenceRecorder::RunProgram(Node* node) {
+  const std::vector<std::vector<bool>> alive = Alive();
+  for (std::size_t k = 0; k < steps_.size(); ++k) {
+    if (steps_[k].edge->view) continue;
+    for (std::size_t j = 0; j < alive[k].size(); ++j) {
+      if (alive[k][j] && !node->bound[k][j]) {
+        ++stats_.liveness_misses;
+        return false;
+      }
+    }
+  }
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(node->bindings.size());
+  for (const auto& [k, j] : node->bindings) outputs.push_back(steps_[k].outputs[j]);
+  try {
+    node->runner->Run(externals_, outputs);
+  } catch (const std::exception& e) {
+    MarkEager(node, std::string("the program failed: ") + e.what());
+    return false;
+  }
+  ++stats_.submissions;
+  stats_.tasks += node->tasks;
+  for (PendingStep& step : steps_) step.ran = true;
+  return true;
+}
+
+void SequenceRecorder::Flush(FlushReason reason) {
+  if (steps_.empty()) {
+    Reset();
+    return;
+  }
+  ++stats_.flushes[reason == FlushReason::kBlockExit     ? std::string("block exit")
+                   : reason == FlushReason::kSynchronize ? std::string("synchronize")
+                   : flush_op_ != nullptr                ? *flush_op_
+                                                         : std::string("eager op")];
+  struct ResetAtEnd {
+    SequenceRecorder* recorder;
+    ~ResetAtEnd() { recorder->Reset(); }
+  } reset_at_end{this};
+  Node* node = cursor_;
+  if (mode_ == Mode::kReplaying && node->state == Node::kProgram && RunProgram(node)) {
+    Touch(node);
+    return;
+  }
+  const bool relearn = node->state == Node::kProgram;  // liveness miss
+  Materialize();
+  if (node->state == Node::kUnknown || relearn) {
+    Learn(node);
+  } else {
+    Touch(node);
+  }
+}
+
+void SequenceRecorder::Reset() {
+  steps_.clear();
+  externals_.clear();
+  external_index_.clear();
+  produced_.clear();
+  new_externals_.clear();
+  mode_ = Mode::kIdle;
+  cursor_ = nullptr;
+  edge_ = nullptr;
+  flush_op_ = nullptr;
+}
+
+}  // namespace gpuos_torch
