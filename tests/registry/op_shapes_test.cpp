@@ -114,6 +114,62 @@ class OpShapesTest : public ::testing::Test {
     }
   }
 
+  enum class Layout { kDense, kTransposed };  // storage order of the last two dimensions
+  enum Broadcast { kNone = 0, kBroadcastA = 1, kBroadcastB = 2 };
+
+  // A [batch, rows, cols] view of random values (rank 2 when batch == 0);
+  // kTransposed stores it as [batch, cols, rows]; `broadcast`: one stored
+  // batch item read through a batch stride of 0.
+  HostTensor Matrix(DType dtype, long long batch, long long rows, long long cols, Layout layout,
+                    bool broadcast) {
+    const long long stored = batch == 0 || broadcast ? 1 : batch;
+    std::vector<long long> sizes = layout == Layout::kDense ? std::vector<long long>{rows, cols}
+                                                            : std::vector<long long>{cols, rows};
+    if (batch > 0) sizes.insert(sizes.begin(), stored);
+    HostTensor t = HostTensor::Dense(dtype, sizes, Random(stored * rows * cols, -1, 1));
+    const std::size_t last = t.sizes.size() - 1;
+    if (layout == Layout::kTransposed) {
+      std::swap(t.sizes[last - 1], t.sizes[last]);
+      std::swap(t.strides[last - 1], t.strides[last]);
+    }
+    if (batch > 0 && broadcast) {
+      t.sizes[0] = batch;
+      t.strides[0] = 0;
+    }
+    return t;
+  }
+
+  // `name` (matmul or bmm) on a [batch, m, k] x [batch, k, n] product
+  // (rank 2 when batch == 0) with the given layouts, split into 1, 9 and
+  // min(items, 1000) tasks, against the float64 reference.
+  void Product(const std::string& name, DType dtype, long long batch, long long m, long long k,
+               long long n, Layout a_layout, Layout b_layout, int broadcast, Layout out_layout) {
+    SCOPED_TRACE(name + " " + DTypeName(dtype) + " batch " + std::to_string(batch) + " m " +
+                 std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n));
+    HostTensor a = Matrix(dtype, batch, m, k, a_layout, (broadcast & kBroadcastA) != 0);
+    HostTensor b = Matrix(dtype, batch, k, n, b_layout, (broadcast & kBroadcastB) != 0);
+    const long long batches = batch == 0 ? 1 : batch;
+    const std::vector<double> reference =
+        testing::MatmulReference(a.Values(), b.Values(), batches, m, k, n);
+    const long long items = batches * m * n;
+    for (long long tasks : {1LL, 9LL, std::min(items, 1000LL)}) {
+      if (tasks < 1) continue;
+      SCOPED_TRACE("tasks " + std::to_string(tasks));
+      std::vector<long long> sizes = out_layout == Layout::kDense ? std::vector<long long>{m, n}
+                                                                  : std::vector<long long>{n, m};
+      if (batch > 0) sizes.insert(sizes.begin(), batch);
+      HostTensor out = HostTensor::Poisoned(dtype, sizes);
+      if (out_layout == Layout::kTransposed) {
+        const std::size_t last = out.sizes.size() - 1;
+        std::swap(out.sizes[last - 1], out.sizes[last]);
+        std::swap(out.strides[last - 1], out.strides[last]);
+      }
+      Run(name, dtype, {&a, &b, &out}, items, tasks, {});
+      if (HasFatalFailure()) return;
+      Expect(out, reference, Tolerance(dtype));
+    }
+  }
+
   static GpuSession* session_;
   static std::vector<OperatorSpec>* ops_;
   std::mt19937 generator_{2024};
@@ -128,6 +184,58 @@ TEST_F(OpShapesTest, BatchOneAndEightLinearLayers) {
     Linear(dtype, 1, 256, 256);
     Linear(dtype, 8, 256, 256);
     Linear(dtype, 3, 70, 45);  // edges of partial tiles and K slices
+  }
+}
+
+// Few rows (M <= 16: the columns-and-K path of matmul_few_rows.cuh) up to
+// the threshold and one row past it (32 x 32 tiles).
+TEST_F(OpShapesTest, FewRowsLinearLayersUpToTheThresholdAndPastIt) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Linear(dtype, 4, 256, 256);
+    Linear(dtype, 16, 256, 256);  // the last M of the few-rows path
+    Linear(dtype, 17, 256, 256);  // the first of the tiles
+    Linear(dtype, 1, 1024, 256);  // decoder MLP down-projection
+  }
+  Linear(DType::kF32, 1, 256, 1024);  // decoder MLP up-projection
+  Linear(DType::kF32, 5, 33, 7);      // a row chunk of 4 and one of 1, K odd, N < 32
+}
+
+// One decoder token's attention: scores q [8, 1, 64] x K^T over a cache of
+// 129 (b a transposed view: unit stride along K), then probabilities
+// [8, 1, 129] x V [8, 129, 64] (b row-major: unit stride along N); and the
+// seq-32 heads, M = 32, on the tiles.
+TEST_F(OpShapesTest, FewRowsBmmOfDecoderAttention) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    Product("bmm", dtype, 8, 1, 64, 129, Layout::kDense, Layout::kTransposed, kNone,
+            Layout::kDense);
+    Product("bmm", dtype, 8, 1, 129, 64, Layout::kDense, Layout::kDense, kNone, Layout::kDense);
+    Product("bmm", dtype, 8, 3, 129, 64, Layout::kTransposed, Layout::kDense, kNone,
+            Layout::kDense);
+  }
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    Product("bmm", dtype, 8, 32, 64, 32, Layout::kDense, Layout::kTransposed, kNone,
+            Layout::kDense);
+  }
+}
+
+TEST_F(OpShapesTest, FewRowsEdges) {
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    // No rows; no K (zeros).
+    Product("matmul", dtype, 0, 0, 5, 7, Layout::kDense, Layout::kTransposed, kNone,
+            Layout::kDense);
+    Product("matmul", dtype, 0, 3, 0, 5, Layout::kDense, Layout::kDense, kNone, Layout::kDense);
+    // K odd, N not a multiple of 32, transposed a and out, broadcast b.
+    Product("bmm", dtype, 3, 5, 7, 37, Layout::kTransposed, Layout::kDense, kBroadcastB,
+            Layout::kTransposed);
+    Product("matmul", dtype, 4, 13, 70, 45, Layout::kDense, Layout::kTransposed, kBroadcastA,
+            Layout::kDense);
+    // Long K over few columns: K split over warps, sums meet in the scratch.
+    Product("matmul", dtype, 0, 2, 4099, 3, Layout::kDense, Layout::kTransposed, kNone,
+            Layout::kDense);
+    Product("matmul", dtype, 0, 1, 5000, 1, Layout::kDense, Layout::kDense, kNone, Layout::kDense);
+    // Many columns, short K.
+    Product("bmm", dtype, 2, 7, 40, 700, Layout::kDense, Layout::kDense, kNone, Layout::kDense);
   }
 }
 

@@ -3,12 +3,20 @@
 // rank 2 ([M, K] x [K, N]) or 3 ([B, M, K] x [B, K, N]; a batch stride of 0
 // broadcasts).
 //
-// The output is cut into J 32 x 32 tiles (batch-major, then row-major). Work
-// items are out's elements (items = out.numel()); tile j belongs to the task
-// whose [begin, end) holds its anchor j * q + min(j, r), where q = items / J
-// and r = items % J: the anchors split [0, items) uniformly, so any split of
-// the items into tasks computes every tile exactly once and a uniform split
-// balances the tiles over the tasks (MatmulOwnedTiles).
+// Two paths, chosen from the shape alone (so every task of a product takes
+// the same one, and the block the same branch):
+// - M <= kMatmulFewRowsMax (16): columns and K spread over the threads,
+//   partial sums in registers, shuffle / scratch reductions
+//   (matmul_few_rows.cuh; its unit of work is one output column).
+// - otherwise the 32 x 32 tiles below.
+//
+// Tiles. The output is cut into J 32 x 32 tiles (batch-major, then
+// row-major). Work items are out's elements (items = out.numel()); tile j
+// belongs to the task whose [begin, end) holds its anchor j * q + min(j, r),
+// where q = items / J and r = items % J: the anchors split [0, items)
+// uniformly, so any split of the items into tasks computes every tile
+// exactly once and a uniform split balances the tiles over the tasks
+// (MatmulOwnedTiles).
 //
 // Inputs are staged through the block's scratch in K-slices of 32 (16 for
 // f64), converted to the compute type and zero-padded at the edges, so any
@@ -31,6 +39,8 @@
 
 #include "gpuos/device/abi.h"
 #include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/matmul_common.cuh"
+#include "gpuos/device/matmul_few_rows.cuh"
 #include "gpuos/device/op_context.cuh"
 #include "gpuos/device/tensor.cuh"
 
@@ -38,30 +48,6 @@ namespace gpuos {
 namespace device {
 
 constexpr int kMatmulTile = 32;
-constexpr int kMatmulThreads = static_cast<int>(kWorkerThreads);
-
-struct MatmulShape {
-  long long batch, m, n, k;
-  int rank;
-};
-
-// Checks ranks and sizes; false (the same in every thread) when they do not
-// fit a matmul.
-template <typename A, typename B, typename O>
-__device__ bool MatmulCheck(const TensorAccessor<A>& a, const TensorAccessor<B>& b,
-                            const TensorAccessor<O>& out, MatmulShape* shape) {
-  const int rank = out.rank();
-  if ((rank != 2 && rank != 3) || a.rank() != rank || b.rank() != rank) return false;
-  shape->rank = rank;
-  shape->batch = rank == 3 ? out.size(0) : 1;
-  shape->m = out.size(rank - 2);
-  shape->n = out.size(rank - 1);
-  shape->k = a.size(rank - 1);
-  if (a.size(rank - 2) != shape->m || b.size(rank - 2) != shape->k || b.size(rank - 1) != shape->n)
-    return false;
-  if (rank == 3 && (a.size(0) != shape->batch || b.size(0) != shape->batch)) return false;
-  return true;
-}
 
 // The output tiles [*first, *last) this task computes (see the file comment).
 __device__ inline void MatmulOwnedTiles(const OpContext& ctx, const MatmulShape& s,
@@ -82,26 +68,6 @@ __device__ inline void MatmulOwnedTiles(const OpContext& ctx, const MatmulShape&
   const long long end = ctx.end() < begin ? begin : (ctx.end() > items ? items : ctx.end());
   *first = first_at_or_after(begin);
   *last = first_at_or_after(end);
-}
-
-// One operand's view of the current product: element (r, c) of batch `batch`
-// lies at data[base + r * row_stride + c * col_stride] for r < rows, c < cols.
-struct MatmulOperand {
-  long long base, row_stride, col_stride, rows, cols;
-  bool rows_fast;  // consecutive threads walk rows: the row stride is the unit one
-};
-
-template <typename E>
-__device__ MatmulOperand MakeMatmulOperand(const TensorAccessor<E>& t, const MatmulShape& s,
-                                           long long batch) {
-  MatmulOperand o;
-  o.base = s.rank == 3 ? batch * t.stride(0) : 0;
-  o.row_stride = t.stride(s.rank - 2);
-  o.col_stride = t.stride(s.rank - 1);
-  o.rows = t.size(s.rank - 2);
-  o.cols = t.size(s.rank - 1);
-  o.rows_fast = o.row_stride == 1 && o.col_stride != 1;
-  return o;
 }
 
 // Position (r, c) of this thread's p-th element of a kRows x kCols block.
@@ -141,16 +107,6 @@ __device__ __forceinline__ void MatmulStoreBlock(C* tile, bool rows_fast,
     MatmulElement<kRows, kCols>(rows_fast, p, &r, &c);
     tile[index(r, c)] = regs[p];
   }
-}
-
-template <typename E>
-__device__ __forceinline__ void MatmulStore(const TensorAccessor<E>& out, const MatmulShape& s,
-                                            long long batch, long long r, long long c,
-                                            compute_type_t<typename RemoveConst<E>::type> v) {
-  if (r >= s.m || c >= s.n) return;
-  long long offset = r * out.stride(s.rank - 2) + c * out.stride(s.rank - 1);
-  if (s.rank == 3) offset += batch * out.stride(0);
-  out.at_offset(offset) = convert<typename RemoveConst<E>::type>(v);
 }
 
 // Calls tile(batch, row0, col0) for the tiles this task owns (uniform across
@@ -304,8 +260,9 @@ struct MatmulDispatch<__nv_bfloat16> {
   }
 };
 
-// out = a x b for the tiles of this task; reports ctx.fail(code) when the
-// shapes do not fit. Every thread of the block must call it.
+// out = a x b for the columns (few rows) or tiles this task owns; reports
+// ctx.fail(code) when the shapes do not fit. Every thread of the block must
+// call it.
 template <typename T>
 __device__ void Matmul(const OpContext& ctx, const TensorAccessor<const T>& a,
                        const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
@@ -313,6 +270,10 @@ __device__ void Matmul(const OpContext& ctx, const TensorAccessor<const T>& a,
   MatmulShape shape;
   if (!MatmulCheck(a, b, out, &shape) || (required_rank != 0 && shape.rank != required_rank)) {
     if (ctx.thread_index() == 0) ctx.fail(code);
+    return;
+  }
+  if (shape.m <= kMatmulFewRowsMax) {
+    MatmulFewRows<T>(ctx, a, b, out, shape);
     return;
   }
   MatmulDispatch<T>::Run(ctx, a, b, out, shape);
