@@ -67,8 +67,8 @@ Status ResolveFusedTasks(runtime::Runtime& runtime, ProgramSpec* spec) {
     missing.push_back(std::move(live));
   }
   if (missing.empty()) return Status::Ok();
-  return runtime.Update(missing).status().WithContext(
-      "serving " + std::to_string(missing.size()) + " fused operator(s)");
+  return runtime.Update(missing).status().WithContext("serving " + std::to_string(missing.size()) +
+                                                      " fused operator(s)");
 }
 
 }  // namespace gpuos::torch_bridge

@@ -80,7 +80,8 @@ Expected<runtime::Attributes> ParseAttributes(const json& object, const std::str
 Expected<FusedOperandSpec> ParseOperand(const json& operand, int step, int num_inputs,
                                         const std::string& where) {
   if (!operand.is_array() || operand.size() != 2 || !operand[0].is_string()) {
-    return InvalidArgument(where + ": an operand is [\"input\", k], [\"step\", j] or "
+    return InvalidArgument(where +
+                           ": an operand is [\"input\", k], [\"step\", j] or "
                            "[\"literal\", \"text\"]");
   }
   const std::string kind = operand[0].get<std::string>();
@@ -120,9 +121,9 @@ Expected<FusedTaskSpec> ParseFused(const json& object, std::size_t num_tensors,
   FusedTaskSpec fused;
   GPUOS_ASSIGN_OR_RETURN(fused.num_inputs, Field<int>(object, "num_inputs", where + ", fused"));
   if (fused.num_inputs < 0 || static_cast<std::size_t>(fused.num_inputs) + 1 != num_tensors) {
-    return InvalidArgument(where + ": a fused task has num_inputs (" +
-                           std::to_string(fused.num_inputs) + ") input tensors and one output; it has " +
-                           std::to_string(num_tensors) + " tensors");
+    return InvalidArgument(
+        where + ": a fused task has num_inputs (" + std::to_string(fused.num_inputs) +
+        ") input tensors and one output; it has " + std::to_string(num_tensors) + " tensors");
   }
   auto steps = object.find("steps");
   if (steps == object.end() || !steps->is_array() || steps->empty()) {
@@ -140,8 +141,8 @@ Expected<FusedTaskSpec> ParseFused(const json& object, std::size_t num_tensors,
       return InvalidArgument(at + ": 'operands' must be a list");
     }
     for (const json& operand : *operands) {
-      GPUOS_ASSIGN_OR_RETURN(auto parsed, ParseOperand(operand, static_cast<int>(j),
-                                                       fused.num_inputs, at));
+      GPUOS_ASSIGN_OR_RETURN(auto parsed,
+                             ParseOperand(operand, static_cast<int>(j), fused.num_inputs, at));
       step.operands.push_back(std::move(parsed));
     }
     fused.steps.push_back(std::move(step));
