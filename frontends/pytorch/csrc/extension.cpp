@@ -173,13 +173,7 @@ class Program {
       if (grad && c.requires_grad()) return py::int_(kNeedsAutograd);
       addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
     }
-    at::Tensor workspace;
-    if (!workspace_offsets_.empty()) {
-      workspace = at::empty({std::max<int64_t>(workspace_bytes_, 1)},
-                            at::TensorOptions().dtype(at::kByte).device(device));
-      const auto base = reinterpret_cast<unsigned long long>(workspace.data_ptr());
-      for (int64_t offset : workspace_offsets_) addresses_[b++] = base + offset;
-    }
+    const at::Tensor workspace = BindWorkspace(device, &b);
     std::vector<at::Tensor> outputs;
     outputs.reserve(outputs_.size());
     for (const Layout& layout : outputs_) {
@@ -189,14 +183,7 @@ class Program {
     }
     {
       py::gil_scoped_release release;
-      // Ordered on PyTorch's current stream (docs/pytorch.md, "Ordering"):
-      // after its earlier work, and before its later work on the device, so
-      // the results are ready for whatever that stream runs next.
-      c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
-      void* stream = guard.getStream(device).native_handle();
-      Check(gpuos_torch_program_launch(handle_, addresses_.data(),
-                                       static_cast<unsigned int>(addresses_.size()), stream),
-            "running the program");
+      LaunchOnCurrentStream(device);
     }
     py::list list;
     for (const Result& r : results_) {
@@ -233,16 +220,34 @@ class Program {
     for (const at::Tensor& c : constants_) {
       addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
     }
-    at::Tensor workspace;
-    if (!workspace_offsets_.empty()) {
-      workspace = at::empty({std::max<int64_t>(workspace_bytes_, 1)},
-                            at::TensorOptions().dtype(at::kByte).device(device));
-      const auto base = reinterpret_cast<unsigned long long>(workspace.data_ptr());
-      for (int64_t offset : workspace_offsets_) addresses_[b++] = base + offset;
-    }
+    const at::Tensor workspace = BindWorkspace(device, &b);
     for (const at::Tensor& t : outputs) {
       addresses_[b++] = reinterpret_cast<unsigned long long>(t.data_ptr());
     }
+    LaunchOnCurrentStream(device);
+  }
+
+  unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
+
+ private:
+  // A workspace for the intermediates from PyTorch's caching allocator, its
+  // slices' addresses written at addresses_[*b...]; the caller keeps the
+  // tensor until the launch has been submitted (the allocator orders its
+  // reuse on the current stream, which waits for the submission).
+  at::Tensor BindWorkspace(const c10::Device& device, std::size_t* b) {
+    if (workspace_offsets_.empty()) return at::Tensor();
+    at::Tensor workspace = at::empty({std::max<int64_t>(workspace_bytes_, 1)},
+                                     at::TensorOptions().dtype(at::kByte).device(device));
+    const auto base = reinterpret_cast<unsigned long long>(workspace.data_ptr());
+    for (int64_t offset : workspace_offsets_) addresses_[(*b)++] = base + offset;
+    return workspace;
+  }
+
+  // Submits with addresses_ bound, ordered on PyTorch's current stream
+  // (docs/pytorch.md, "Ordering"): after its earlier work, and before its
+  // later work on the device, so the results are ready for whatever that
+  // stream runs next. Needs no GIL.
+  void LaunchOnCurrentStream(const c10::Device& device) {
     c10::impl::VirtualGuardImpl guard(c10::DeviceType::CUDA);
     void* stream = guard.getStream(device).native_handle();
     Check(gpuos_torch_program_launch(handle_, addresses_.data(),
@@ -250,9 +255,6 @@ class Program {
           "running the program");
   }
 
-  unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
-
- private:
   std::shared_ptr<Runtime> runtime_;
   std::vector<Layout> inputs_;
   std::vector<at::Tensor> constants_;

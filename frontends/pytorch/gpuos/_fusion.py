@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ._packs import STANDARD_OPERATORS
 from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
 
 # Elementwise operators of the standard packs whose tensors all follow T
@@ -114,8 +115,6 @@ def fuse_elementwise(program: Program) -> Program:
 
 
 def _num_inputs(task: Task) -> int:
-    from ._packs import STANDARD_OPERATORS
-
     if task.fused is not None:
         return task.fused["num_inputs"]
     return STANDARD_OPERATORS[task.op].inputs

@@ -4,40 +4,19 @@ timing of chain100_64x64_f32. Skipped (with the reason) without a GPU."""
 
 import json
 import os
-import statistics
-import time
 
 import pytest
 import torch
 import torch.utils._pytree as pytree
 
 import gpuos
+from gpu_timing import chain100, median_us as _median_us
 import op_samples
 
 
 @pytest.fixture(autouse=True)
 def fresh_stats():
     gpuos.reset_stats()
-
-
-def chain100(x):
-    for i in range(100):
-        x = x * 0.999 if i % 2 else x + 0.001
-    return x
-
-
-def _median_us(fn, iterations=200, warmup=20):
-    stream = torch.cuda.current_stream()
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    times = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        fn()
-        stream.synchronize()
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times), sorted(times)[len(times) // 10], sorted(times)[9 * len(times) // 10]
 
 
 def test_chain100_matches_eager_then_timing(gpu):

@@ -5,13 +5,12 @@ Skipped (with the reason) without a GPU."""
 
 import json
 import os
-import statistics
-import time
 
 import pytest
 import torch
 
 import gpuos
+from gpu_timing import chain100, median_us as _median_us
 from gpuos import _batching
 
 
@@ -19,27 +18,6 @@ from gpuos import _batching
 def fresh():
     _batching.clear_cache()
     gpuos.reset_batching_stats()
-
-
-def chain100(x):
-    for i in range(100):
-        x = x * 0.999 if i % 2 else x + 0.001
-    return x
-
-
-def _median_us(fn, iterations=200, warmup=20):
-    stream = torch.cuda.current_stream()
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    times = []
-    for _ in range(iterations):
-        start = time.perf_counter()
-        fn()
-        stream.synchronize()
-        times.append((time.perf_counter() - start) * 1e6)
-    times.sort()
-    return statistics.median(times), times[len(times) // 10], times[9 * len(times) // 10]
 
 
 def test_chain100_batched_matches_eager_then_timing(gpu):
