@@ -502,8 +502,17 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                            unsigned int max_pollers, bool* poller) {
   bool stop;
   if (*poller) {
-    stop = Volatile(&q.control->stop) != 0;
+    // stop and keep_warm in one read of host memory.
+    const unsigned long long words =
+        Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+    stop = static_cast<unsigned int>(words) != 0;
     if (stop && Volatile(&q.state->stop_seen) == 0) StoreVolatile(&q.state->stop_seen, 1u);
+    const unsigned int keep_warm = static_cast<unsigned int>(words >> 32);
+    if (keep_warm != Volatile(&q.state->keep_warm_seen)) {
+      // The host expects work soon (Runtime::KeepWarm): idle from now on.
+      StoreVolatile(&q.state->keep_warm_seen, keep_warm);
+      atomicMax(&q.state->last_admit_ns, GlobalTimerNs());
+    }
   } else {
     stop = Volatile(&q.state->stop_seen) != 0;
   }

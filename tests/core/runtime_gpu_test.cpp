@@ -190,6 +190,45 @@ TEST_F(RuntimeGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
   EXPECT_EQ(stats.parks, static_cast<std::uint64_t>(kBursts));
 }
 
+// KeepWarm launches a parked worker and keeps a running one from parking
+// while it is called; once the calls stop, the worker parks by itself.
+TEST_F(RuntimeGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::microseconds(1000);  // a late wake-up of this thread is no park
+  OPEN_OR_SKIP(runtime, Open(config));
+  auto acc = Upload(*runtime, Filled(64, 0.0f));
+  auto ones = Upload(*runtime, Filled(64, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
+  ASSERT_EQ(runtime->stats().launches, 0u);
+  ASSERT_TRUE(runtime->KeepWarm().ok());  // parked (never launched): launches
+  EXPECT_EQ(runtime->stats().launches, 1u);
+  // 20 idle periods, a call every 50 us: the grid must not park.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(runtime->KeepWarm().ok());
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  // Work submitted now runs on the same grid.
+  auto future = runtime->Submit(graph);
+  ASSERT_TRUE(future.ok());
+  ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
+  RuntimeStats stats = runtime->stats();
+  EXPECT_EQ(stats.launches, 1u) << "the worker parked although KeepWarm was called";
+  EXPECT_EQ(stats.parks, 0u);
+  // Without calls it parks; the next call relaunches.
+  ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(runtime->KeepWarm().ok());
+  stats = runtime->stats();
+  EXPECT_EQ(stats.launches, 2u);
+  EXPECT_EQ(stats.parks, 1u);
+  ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, 1.0f);
+}
+
 // cuCtxSynchronize waits for every kernel, the worker included: it returns
 // because the idle worker parks by itself.
 TEST_F(RuntimeGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {

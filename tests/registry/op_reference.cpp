@@ -200,6 +200,15 @@ std::vector<double> MatmulReference(const std::vector<double>& a, const std::vec
   return out;
 }
 
+std::vector<double> AddmmReference(const std::vector<double>& product,
+                                   const std::vector<double>& bias, double alpha, double beta) {
+  std::vector<double> out(product.size());
+  for (std::size_t i = 0; i < product.size(); ++i) {
+    out[i] = alpha * product[i] + (beta == 0 ? 0.0 : beta * bias[i]);
+  }
+  return out;
+}
+
 std::vector<double> CatReference(const std::vector<double>& a, long long a_cols,
                                  const std::vector<double>& b, long long b_cols, long long rows) {
   std::vector<double> out;

@@ -45,6 +45,11 @@ std::vector<double> RmsNormReference(const std::vector<double>& a, long long n,
 // out[b] = a[b] x b[b] for row-major [batch, m, k] and [batch, k, n].
 std::vector<double> MatmulReference(const std::vector<double>& a, const std::vector<double>& b,
                                     long long batch, long long m, long long k, long long n);
+// beta * bias + alpha * product, element by element (bias already at the
+// product's shape, e.g. HostTensor::Values() of a broadcast view); beta == 0
+// ignores bias (NaN included), as torch.addmm does.
+std::vector<double> AddmmReference(const std::vector<double>& product,
+                                   const std::vector<double>& bias, double alpha, double beta);
 
 // Row-major [rows, a_cols] and [rows, b_cols] joined along dim 1.
 std::vector<double> CatReference(const std::vector<double>& a, long long a_cols,

@@ -302,6 +302,40 @@ void OpReferenceTest::Custom(const OperatorSpec& op, DType dtype) {
       Expect(out2, testing::MatmulReference(a2.Values(), b2.Values(), 1, m, k, n),
              matmul_tolerance);
     }
+  } else if (name == "addmm" || name == "baddbmm") {
+    // The matmul case's product plus a bias [n] broadcast over batches and
+    // rows (strides 0, 0, 1), alpha and beta not 1; for addmm also the rank-2
+    // product with a full [m, n] bias read through a transposed view.
+    const long long batch = 3, m = 45, k = 70, n = 37;
+    const Attributes scaled = {{"alpha", 0.5}, {"beta", -2}};
+    HostTensor a =
+        HostTensor::Dense(dtype, {k, m, batch}, Random(dtype, batch * m * k, -1, 1)).Transposed();
+    HostTensor b = HostTensor::Dense(dtype, {1, k, n}, Random(dtype, k * n, -1, 1));
+    b.sizes[0] = batch;
+    b.strides[0] = 0;
+    HostTensor bias = HostTensor::Dense(dtype, {n}, Random(dtype, n, -1, 1));
+    bias.sizes = {batch, m, n};
+    bias.strides = {0, 0, 1};
+    HostTensor out = HostTensor::Poisoned(dtype, {batch, m, n});
+    Run(op, dtype, std::nullopt, {&a, &b, &bias, &out}, batch * m * n, 32 * n, scaled);
+    if (HasFatalFailure()) return;
+    const double matmul_tolerance = dtype == DType::kF32 ? 1e-4 : Tolerance(dtype);
+    Expect(out,
+           testing::AddmmReference(testing::MatmulReference(a.Values(), b.Values(), batch, m, k, n),
+                                   bias.Values(), scaled.at("alpha"), scaled.at("beta")),
+           matmul_tolerance);
+    if (name == "addmm") {
+      HostTensor a2 = HostTensor::Dense(dtype, {m, k}, Random(dtype, m * k, -1, 1));
+      HostTensor b2 = HostTensor::Dense(dtype, {n, k}, Random(dtype, n * k, -1, 1)).Transposed();
+      HostTensor bias2 = HostTensor::Dense(dtype, {n, m}, Random(dtype, m * n, -1, 1)).Transposed();
+      HostTensor out2 = HostTensor::Poisoned(dtype, {m, n});
+      Run(op, dtype, std::nullopt, {&a2, &b2, &bias2, &out2}, m * n, 500, scaled);
+      if (HasFatalFailure()) return;
+      Expect(out2,
+             testing::AddmmReference(testing::MatmulReference(a2.Values(), b2.Values(), 1, m, k, n),
+                                     bias2.Values(), scaled.at("alpha"), scaled.at("beta")),
+             matmul_tolerance);
+    }
   } else if (name == "fill" || name == "arange") {
     HostTensor out = HostTensor::Poisoned(dtype, {13, 7}).Transposed();  // [7, 13], strided
     Attributes values = attributes;

@@ -1,5 +1,6 @@
 // The std.linalg, std.normalization and std.reduction operators on the
-// small and medium shapes of the PyTorch workloads (batch-1 Linear layers,
+// small and medium shapes of the PyTorch workloads (batch-1 Linear layers
+// with and without a bias (addmm),
 // attention heads, softmax over many short rows, layer_norm of one or eight
 // tokens), with non-contiguous inputs, each split into tasks several ways
 // (one task, a uniform split like the host's, one task per work item), on
@@ -31,8 +32,8 @@ class OpShapesTest : public ::testing::Test {
   static void SetUpTestSuite() {
     session_ = new GpuSession();
     if (!session_->available()) return;
-    const std::set<std::string> wanted = {"matmul",     "bmm",      "softmax",
-                                          "layer_norm", "rms_norm", "sum"};
+    const std::set<std::string> wanted = {"matmul",  "bmm",        "addmm",    "baddbmm",
+                                          "softmax", "layer_norm", "rms_norm", "sum"};
     ops_ = new std::vector<OperatorSpec>();
     for (const OperatorSpec& op : testing::BuiltinOperators()) {
       if (wanted.count(op.name)) ops_->push_back(op);
@@ -59,8 +60,11 @@ class OpShapesTest : public ::testing::Test {
 
   // Runs `name` on `tensors` with [0, work) split into `tasks` tasks of
   // ceil(work / tasks) items (the worker's split of a tiled task) on 8 blocks.
+  // The task's tensors are tensors[indices[i]] (default: each in order; a
+  // repeated index aliases, e.g. an output written in place of an input).
   void Run(const std::string& name, DType dtype, std::vector<HostTensor*> tensors, long long work,
-           long long tasks, const std::vector<std::pair<std::string, std::string>>& attributes) {
+           long long tasks, const std::vector<std::pair<std::string, std::string>>& attributes,
+           std::vector<int> indices = {}) {
     const OperatorSpec* op = nullptr;
     for (const OperatorSpec& o : *ops_) {
       if (o.name == name) op = &o;
@@ -70,8 +74,9 @@ class OpShapesTest : public ::testing::Test {
     ASSERT_NE(entry, nullptr);
     auto slots = EncodeAttributeSlots(*op, attributes);
     ASSERT_TRUE(slots.ok()) << slots.status().ToString();
-    std::vector<int> indices;
-    for (std::size_t k = 0; k < tensors.size(); ++k) indices.push_back(static_cast<int>(k));
+    if (indices.empty()) {
+      for (std::size_t k = 0; k < tensors.size(); ++k) indices.push_back(static_cast<int>(k));
+    }
     const long long chunk = (work + tasks - 1) / tasks;
     std::vector<device::TaskDesc> descs;
     for (long long t = 0; t < tasks; ++t) {
@@ -170,6 +175,91 @@ class OpShapesTest : public ::testing::Test {
     }
   }
 
+  // How addmm's bias is laid out against out [batch, m, n] (or [m, n]).
+  enum class Bias {
+    kRow,       // one row [n] for every row and batch item (strides 0, 0, 1): nn.Linear
+    kPerBatch,  // [batch, 1, n]: one row per batch item (row stride 0)
+    kColumn,    // [m, 1]: one value per row (column stride 0)
+    kFull,      // out's shape, a transposed view
+    kInPlace,   // out's shape, dense, and out IS the bias (written in place)
+  };
+
+  // addmm (batch == 0) or baddbmm on a [batch, m, k] x [batch, k, n] product
+  // (a dense, b a transposed view as in nn.Linear) plus beta * bias, split
+  // into 1, 9 and min(items, 1000) tasks, against the float64 reference.
+  void BiasProduct(DType dtype, long long batch, long long m, long long k, long long n,
+                   Bias bias_layout, double alpha, double beta) {
+    const std::string name = batch == 0 ? "addmm" : "baddbmm";
+    SCOPED_TRACE(name + " " + DTypeName(dtype) + " batch " + std::to_string(batch) + " m " +
+                 std::to_string(m) + " k " + std::to_string(k) + " n " + std::to_string(n) +
+                 " bias " + std::to_string(static_cast<int>(bias_layout)) + " alpha " +
+                 std::to_string(alpha) + " beta " + std::to_string(beta));
+    HostTensor a = Matrix(dtype, batch, m, k, Layout::kDense, false);
+    HostTensor b = Matrix(dtype, batch, k, n, Layout::kTransposed, false);
+    const long long batches = batch == 0 ? 1 : batch;
+    std::vector<long long> out_sizes = {m, n};
+    if (batch > 0) out_sizes.insert(out_sizes.begin(), batch);
+    const int rank = static_cast<int>(out_sizes.size());
+    HostTensor bias = HostTensor::Poisoned(dtype, out_sizes);
+    switch (bias_layout) {
+      case Bias::kRow:
+        bias = HostTensor::Dense(dtype, {n}, Random(n, -1, 1));
+        bias.sizes = out_sizes;
+        bias.strides.assign(rank, 0);
+        bias.strides[rank - 1] = 1;
+        break;
+      case Bias::kPerBatch:
+        bias = HostTensor::Dense(dtype, {batches, n}, Random(batches * n, -1, 1));
+        bias.sizes = out_sizes;
+        bias.strides.assign(rank, 0);
+        bias.strides[rank - 1] = 1;
+        if (batch > 0) bias.strides[0] = n;
+        break;
+      case Bias::kColumn:
+        bias = HostTensor::Dense(dtype, {m, 1}, Random(m, -1, 1));
+        if (batch > 0) {
+          bias.sizes.insert(bias.sizes.begin(), 1);
+          bias.strides.insert(bias.strides.begin(), 0);
+        }
+        break;
+      case Bias::kFull:
+        bias = Matrix(dtype, batch, m, n, Layout::kTransposed, false);
+        break;
+      case Bias::kInPlace:
+        bias = Matrix(dtype, batch, m, n, Layout::kDense, false);
+        break;
+    }
+    // The bias at out's shape (a size-1 dimension read as broadcast).
+    std::vector<double> bias_values = bias.Values();
+    if (bias_layout == Bias::kColumn) {
+      std::vector<double> full;
+      for (long long p = 0; p < batches; ++p) {
+        for (long long r = 0; r < m; ++r) full.insert(full.end(), n, bias_values[r]);
+      }
+      bias_values = full;
+    }
+    const std::vector<double> reference =
+        testing::AddmmReference(testing::MatmulReference(a.Values(), b.Values(), batches, m, k, n),
+                                bias_values, alpha, beta);
+    const std::vector<std::pair<std::string, std::string>> attributes = {
+        {"alpha", std::to_string(alpha)}, {"beta", std::to_string(beta)}};
+    const long long items = batches * m * n;
+    for (long long tasks : {1LL, 9LL, std::min(items, 1000LL)}) {
+      SCOPED_TRACE("tasks " + std::to_string(tasks));
+      if (bias_layout == Bias::kInPlace) {
+        HostTensor in_place = bias;  // a fresh copy of the bias for each split
+        Run(name, dtype, {&a, &b, &in_place}, items, tasks, attributes, {0, 1, 2, 2});
+        if (HasFatalFailure()) return;
+        Expect(in_place, reference, Tolerance(dtype));
+        continue;
+      }
+      HostTensor out = HostTensor::Poisoned(dtype, out_sizes);
+      Run(name, dtype, {&a, &b, &bias, &out}, items, tasks, attributes);
+      if (HasFatalFailure()) return;
+      Expect(out, reference, Tolerance(dtype));
+    }
+  }
+
   static GpuSession* session_;
   static std::vector<OperatorSpec>* ops_;
   std::mt19937 generator_{2024};
@@ -258,6 +348,65 @@ TEST_F(OpShapesTest, AttentionHeadsBmm) {
       if (HasFatalFailure()) return;
       Expect(out, reference, Tolerance(dtype));
     }
+  }
+}
+
+// nn.Linear with a bias on the few-rows path (M <= 16) and the tiles, every
+// dtype (f16/bf16 on tensor cores past 16 rows), alpha and beta not 1.
+TEST_F(OpShapesTest, AddmmAddsTheBiasInTheStore) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    for (long long m : {1LL, 5LL, 16LL, 17LL, 40LL}) {
+      BiasProduct(dtype, 0, m, 256, 96, Bias::kRow, 1, 1);
+    }
+    BiasProduct(dtype, 0, 4, 70, 45, Bias::kRow, 2, 0.5);
+    BiasProduct(dtype, 0, 33, 70, 45, Bias::kRow, 2, 0.5);
+  }
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (long long m : {3LL, 37LL}) {
+      BiasProduct(dtype, 0, m, 33, 50, Bias::kColumn, 0.5, -1);
+      BiasProduct(dtype, 0, m, 33, 50, Bias::kFull, 1, 0.25);
+    }
+  }
+}
+
+// out aliasing a full-shape bias: each element reads its bias before it is
+// written, on both paths and any split.
+TEST_F(OpShapesTest, AddmmInPlaceOverItsBias) {
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (long long m : {5LL, 40LL}) {
+      BiasProduct(dtype, 0, m, 64, 70, Bias::kInPlace, 1, 1);
+      BiasProduct(dtype, 0, m, 64, 70, Bias::kInPlace, 2, 0.5);
+      BiasProduct(dtype, 4, m, 20, 33, Bias::kInPlace, 0.5, 2);
+    }
+  }
+}
+
+// beta == 0 never reads the bias: a bias of NaN leaves no trace.
+TEST_F(OpShapesTest, AddmmWithBetaZeroIgnoresNanBias) {
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (long long m : {2LL, 20LL}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " m " + std::to_string(m));
+      const long long k = 24, n = 40;
+      HostTensor a = Matrix(dtype, 0, m, k, Layout::kDense, false);
+      HostTensor b = Matrix(dtype, 0, k, n, Layout::kTransposed, false);
+      HostTensor bias = HostTensor::Poisoned(dtype, {m, n});  // NaN
+      HostTensor out = HostTensor::Poisoned(dtype, {m, n});
+      Run("addmm", dtype, {&a, &b, &bias, &out}, m * n, 9, {{"alpha", "2"}, {"beta", "0"}});
+      if (HasFatalFailure()) return;
+      std::vector<double> reference = testing::MatmulReference(a.Values(), b.Values(), 1, m, k, n);
+      for (double& v : reference) v *= 2;
+      Expect(out, reference, Tolerance(dtype));
+    }
+  }
+}
+
+// Attention-like baddbmm: few rows and tiles, a per-batch bias row and a
+// shared one, every half type on the tensor cores.
+TEST_F(OpShapesTest, BaddbmmAddsTheBiasInTheStore) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    BiasProduct(dtype, 8, 1, 64, 129, Bias::kPerBatch, 0.125, 1);
+    BiasProduct(dtype, 8, 32, 64, 32, Bias::kRow, 1, -0.5);
+    BiasProduct(dtype, 3, 7, 40, 70, Bias::kColumn, 2, 1);
   }
 }
 

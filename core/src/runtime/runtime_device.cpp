@@ -425,6 +425,7 @@ Status Runtime::Synchronize(std::chrono::microseconds timeout) {
 Status Runtime::WaitUntilParked(std::chrono::microseconds timeout) {
   return impl_->WaitUntilParked(timeout);
 }
+Status Runtime::KeepWarm() { return impl_->KeepWarm(); }
 RuntimeStats Runtime::stats() const { return impl_->Stats(); }
 const RuntimePluginReport& Runtime::plugins() const { return impl_->plugin_report(); }
 const registry::KernelImage& Runtime::image() const { return impl_->image(); }

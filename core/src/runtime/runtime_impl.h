@@ -73,6 +73,7 @@ class RuntimeImpl final : public EpochDevice {
   bool Done(std::uint64_t sequence) const;
   Status Synchronize(std::chrono::microseconds timeout);
   Status WaitUntilParked(std::chrono::microseconds timeout);
+  Status KeepWarm();
   RuntimeStats Stats() const;
   Status Shutdown();
 

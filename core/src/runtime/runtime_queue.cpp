@@ -134,6 +134,21 @@ Status RuntimeImpl::EnsureWorker() {
   return Status::Ok();
 }
 
+Status RuntimeImpl::KeepWarm() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
+  if (generation_ != 0 && parked < generation_) {
+    // Running: a poller sees the new value and restarts the idle clock. A
+    // grid already parking still parks; the next call relaunches it.
+    StoreRelease(&control_->keep_warm, control_->keep_warm + 1u);
+    return Status::Ok();
+  }
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  return EnsureWorker();
+}
+
 Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions& options) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shut_down_) return Unavailable("the runtime was shut down");

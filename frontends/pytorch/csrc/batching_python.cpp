@@ -61,6 +61,11 @@ py::dict RecorderStatsDict(const SequenceRecorder& recorder) {
   d["divergences"] = s.divergences;
   d["materialized_ops"] = s.materialized_ops;
   d["liveness_misses"] = s.liveness_misses;
+  d["keep_warms"] = s.keep_warms;
+  d["reused_outputs"] = s.reused_outputs;
+  d["flush_liveness_us"] = static_cast<double>(s.flush_liveness_ns) / 1e3;
+  d["flush_submit_us"] = static_cast<double>(s.flush_submit_ns) / 1e3;
+  d["flush_release_us"] = static_cast<double>(s.flush_release_ns) / 1e3;
   d["evictions"] = s.evictions;
   d["cache_entries"] = s.cache_entries;
   d["flushes_by_reason"] = s.flushes;

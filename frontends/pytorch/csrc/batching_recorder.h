@@ -26,6 +26,7 @@
 #include <ATen/ATen.h>
 #include <pybind11/pybind11.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,6 +49,10 @@ class SequenceRunner {
   // compiled call. Throws std::exception on failure.
   virtual void Run(const std::vector<at::Tensor>& externals,
                    const std::vector<at::Tensor>& outputs) = 0;
+  // A run is expected soon: keep (or get) the executor ready, e.g. the
+  // persistent worker launched and not parking (Runtime::KeepWarm). Called
+  // without the GIL while a learned sequence replays. Throws on failure.
+  virtual void KeepWarm() {}
 };
 
 // Turns a Python program object into a runner that needs no Python per run
@@ -62,20 +67,25 @@ void SetNativeRunnerFactory(NativeRunnerFactory factory);
 void SetRecordableOps(const std::vector<std::string>& names);
 
 struct RecorderStats {
-  int64_t learned_ops = 0;                   // recordable ops run eagerly while learning
-  int64_t replayed_ops = 0;                  // recorded without running (outputs allocated)
-  int64_t view_ops = 0;                      // view ops run eagerly inside recorded sequences
-  int64_t learned_sequences = 0;             // sequences lowered to a program
-  int64_t eager_sequences = 0;               // sequences cached as "run eagerly" (with the reason)
-  int64_t submissions = 0;                   // program runs (one per flush of a replayed sequence)
-  int64_t tasks = 0;                         // tasks of those programs
-  int64_t divergences = 0;                   // replays that met an op off the learned path
-  int64_t materialized_ops = 0;              // replayed ops run eagerly after all
-  int64_t liveness_misses = 0;               // replays whose unbound outputs were still in use
-  int64_t evictions = 0;                     // cache entries dropped by the bound
-  int64_t cache_entries = 0;                 // programs and eager marks held now
-  std::map<std::string, int64_t> flushes;    // reason -> flushes with pending ops
-  std::map<std::string, int64_t> fallbacks;  // op -> calls run eagerly, not recorded
+  int64_t learned_ops = 0;        // recordable ops run eagerly while learning
+  int64_t replayed_ops = 0;       // recorded without running (outputs allocated)
+  int64_t view_ops = 0;           // view ops run eagerly inside recorded sequences
+  int64_t learned_sequences = 0;  // sequences lowered to a program
+  int64_t eager_sequences = 0;    // sequences cached as "run eagerly" (with the reason)
+  int64_t submissions = 0;        // program runs (one per flush of a replayed sequence)
+  int64_t tasks = 0;              // tasks of those programs
+  int64_t divergences = 0;        // replays that met an op off the learned path
+  int64_t materialized_ops = 0;   // replayed ops run eagerly after all
+  int64_t liveness_misses = 0;    // replays whose unbound outputs were still in use
+  int64_t evictions = 0;          // cache entries dropped by the bound
+  int64_t cache_entries = 0;      // programs and eager marks held now
+  int64_t keep_warms = 0;         // SequenceRunner::KeepWarm calls while replaying
+  int64_t reused_outputs = 0;     // replayed results handed out again (Edge::spare)
+  // Host time of the flushes that ran a program, by part: the liveness
+  // check, the program's submission, and releasing the pending ops' tensors.
+  int64_t flush_liveness_ns = 0, flush_submit_ns = 0, flush_release_ns = 0;
+  std::map<std::string, int64_t> flushes;               // reason -> flushes with pending ops
+  std::map<std::string, int64_t> fallbacks;             // op -> calls run eagerly, not recorded
   std::map<std::string, std::string> fallback_reasons;  // op -> first reason
 };
 
@@ -137,6 +147,15 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
                 const std::vector<at::Tensor>& outputs);
   void NoteFallback(const OpInfo& info, const std::string& why);
   void Register(int step, const std::vector<at::Tensor>& outputs);
+  // While replaying: at the sequence's first op and then at most every
+  // kKeepWarmInterval, asks the last program's runner to keep its executor
+  // ready, so the flush finds the persistent worker running instead of
+  // relaunching it (about 57 us on the H100; a replay of 100 ops lasts
+  // longer than the worker's idle period).
+  void KeepWarmWhileReplaying();
+  // Edge::spare[output] when only this recorder holds it (moved out), else
+  // an undefined tensor.
+  at::Tensor TakeSpare(Edge* edge, std::size_t output);
 
   // Flush helpers.
   void Materialize();
@@ -174,6 +193,10 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
   std::unordered_map<const c10::OperatorName*, std::unique_ptr<OpInfo>> infos_;
   int64_t infos_generation_ = -1;
   RecorderStats stats_;
+  // The runner of the program learned or run last (any runner of this
+  // recorder's device reaches the same executor) and when it was last asked.
+  std::shared_ptr<SequenceRunner> warm_runner_;
+  std::chrono::steady_clock::time_point last_keep_warm_{};
 };
 
 }  // namespace gpuos_torch

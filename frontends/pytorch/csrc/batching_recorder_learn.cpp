@@ -223,6 +223,7 @@ void SequenceRecorder::Learn(Node* node) {
         node->bound[k].assign(steps_[k].outputs.size(), false);
       for (const auto& [k, j] : node->bindings) node->bound.at(k).at(j) = true;
       node->runner = std::move(runner);
+      warm_runner_ = node->runner;
       node->tasks = result[3].cast<int64_t>();
       node->state = Node::kProgram;
       node->eager_reason.clear();
@@ -285,6 +286,7 @@ void SequenceRecorder::Clear() {
   py::gil_scoped_acquire gil;
   Reset();
   root_ = std::make_unique<Node>();
+  warm_runner_.reset();
   stats_.cache_entries = 0;
 }
 

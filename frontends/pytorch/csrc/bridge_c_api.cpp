@@ -152,6 +152,13 @@ int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long l
   });
 }
 
+int gpuos_torch_program_keep_warm(GpuosTorchProgram* program) {
+  return Guarded("gpuos_torch_program_keep_warm", [&]() -> gpuos::Status {
+    if (program == nullptr) return gpuos::InvalidArgument("gpuos_torch_program_keep_warm: NULL");
+    return program->program->KeepWarm();
+  });
+}
+
 int gpuos_torch_program_check(const char* program_json) {
   return Guarded("gpuos_torch_program_check", [&]() -> gpuos::Status {
     if (program_json == nullptr) return gpuos::InvalidArgument("program_json is NULL");

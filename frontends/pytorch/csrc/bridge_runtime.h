@@ -56,6 +56,9 @@ class Program {
   // as CUDA's do).
   Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
 
+  // Runtime::KeepWarm of the program's runtime.
+  Status KeepWarm() { return runtime_->KeepWarm(); }
+
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }
 

@@ -227,6 +227,9 @@ class Program {
     LaunchOnCurrentStream(device);
   }
 
+  // Runtime::KeepWarm of the program's runtime (a run is coming soon).
+  void KeepWarm() { Check(gpuos_torch_program_keep_warm(handle_), "keeping the worker warm"); }
+
   unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
 
  private:
@@ -280,6 +283,7 @@ class ProgramSequenceRunner final : public gpuos_torch::SequenceRunner {
            const std::vector<at::Tensor>& outputs) override {
     program_->RunInto(externals, outputs);
   }
+  void KeepWarm() override { program_->KeepWarm(); }
 
  private:
   py::object owner_;  // keeps program_ alive

@@ -72,6 +72,10 @@ int gpuos_torch_program_check(const char* program_json);
 // program makes of it.
 int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long long* addresses,
                                unsigned int num_buffers, void* stream);
+// Runtime::KeepWarm for the program's runtime: a parked worker is launched
+// now, a running one stays up for another idle period (a launch expected
+// soon, e.g. at the end of a batching replay).
+int gpuos_torch_program_keep_warm(GpuosTorchProgram* program);
 unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program);
 unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program);
 void gpuos_torch_program_destroy(GpuosTorchProgram* program);

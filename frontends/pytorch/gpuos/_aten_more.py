@@ -207,20 +207,28 @@ register(["aten.mm.default"], ["matmul"])(lambda c, n, a: _matmul(c, n, "matmul"
 register(["aten.bmm.default"], ["bmm"])(lambda c, n, a: _matmul(c, n, "bmm", a["self"], a["mat2"]))
 
 
-def _addmm(op: str, first: str, second: str):
+def _addmm(fused: str, plain: str, first: str, second: str):
+    """out = beta * self + alpha * (first x second) as ONE task: `fused`
+    (addmm / baddbmm, the bias added in the matmul's store), or `plain`
+    (matmul / bmm) when beta == 0 and alpha == 1. beta == 0 ignores self's
+    values, NaN included, as eager does: the task then reads a stride-0 zero
+    instead of self (no dependency on self's producer either)."""
+
     def rule(ctx, node, a):
-        if a.get("alpha", 1) != 1:
-            raise Unsupported(f"{str(node.target)} with alpha != 1")
-        out = _matmul(ctx, node, op, a[first], a[second])
-        beta = a.get("beta", 1)
-        if beta != 0 and out.numel:
-            bias = ctx.operand(a["self"], out.dtype, out.sizes)
-            attributes = {"alpha": beta} if beta != 1 else None
-            ctx.emit("add", out.dtype, [out, bias], [out], attributes)
+        alpha, beta = a.get("alpha", 1), a.get("beta", 1)
+        if beta == 0 and alpha == 1:
+            return _matmul(ctx, node, plain, a[first], a[second])
+        out = ctx.buffer_like(_meta(node))
+        if out.numel:
+            dtype = out.dtype
+            bias = (expand(ctx.scalar(0.0, dtype), out.sizes) if beta == 0 else
+                    ctx.operand(a["self"], dtype, out.sizes))
+            ctx.emit(fused, dtype, [ctx.cast(a[first], dtype), ctx.cast(a[second], dtype), bias],
+                     [out], {"alpha": float(alpha), "beta": float(beta)})
         return out
 
     return rule
 
 
-register(["aten.addmm.default"], ["matmul", "add"])(_addmm("matmul", "mat1", "mat2"))
-register(["aten.baddbmm.default"], ["bmm", "add"])(_addmm("bmm", "batch1", "batch2"))
+register(["aten.addmm.default"], ["addmm", "matmul"])(_addmm("addmm", "matmul", "mat1", "mat2"))
+register(["aten.baddbmm.default"], ["baddbmm", "bmm"])(_addmm("baddbmm", "bmm", "batch1", "batch2"))

@@ -120,7 +120,8 @@ def _recorders() -> list:
 
 _SUMMED = ("learned_ops", "replayed_ops", "view_ops", "learned_sequences", "eager_sequences",
            "submissions", "tasks", "divergences", "materialized_ops", "liveness_misses",
-           "evictions", "cache_entries")
+           "evictions", "cache_entries", "keep_warms", "reused_outputs", "flush_liveness_us", "flush_submit_us",
+           "flush_release_us")
 
 
 def batching_stats() -> dict[str, Any]:
@@ -134,7 +135,13 @@ def batching_stats() -> dict[str, Any]:
     `learned_sequences` (programs built), `eager_sequences` (sequences cached
     as eager, e.g. one op only), `submissions`, `tasks`, `divergences`,
     `materialized_ops` (replayed ops run eagerly after all), `liveness_misses`,
-    `evictions`, `cache_entries`, `flushes_by_reason` (flushes with pending
+    `evictions`, `cache_entries`, `keep_warms` (requests to keep the persistent
+    worker running while a learned sequence replays), `reused_outputs`
+    (replayed results handed out again: results of an earlier replay that
+    nobody held and its program did not write), `flush_liveness_us`,
+    `flush_submit_us` and `flush_release_us` (host time of the flushes that
+    ran a program: the liveness check, the submission, releasing the pending
+    ops' tensors), `flushes_by_reason` (flushes with pending
     ops, by cause: the eager op's name, "block exit", "synchronize"),
     `fallbacks` (op -> calls run eagerly inside blocks) and
     `fallback_reasons` (op -> first reason)."""

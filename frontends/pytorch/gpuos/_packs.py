@@ -58,6 +58,8 @@ STANDARD_OPERATORS: dict[str, OpSpec] = {
     "gather": OpSpec(2, 1, "f32 f16 bf16 f64 i8 u8 i32 i64 bool", ('dim',)),
     "matmul": OpSpec(2, 1, "f32 f16 bf16 f64"),
     "bmm": OpSpec(2, 1, "f32 f16 bf16 f64"),
+    "addmm": OpSpec(3, 1, "f32 f16 bf16 f64", ('alpha', 'beta')),
+    "baddbmm": OpSpec(3, 1, "f32 f16 bf16 f64", ('alpha', 'beta')),
     "logical_and": OpSpec(2, 1, "bool f32 f16 bf16 f64 i8 u8 i32 i64"),
     "logical_or": OpSpec(2, 1, "bool f32 f16 bf16 f64 i8 u8 i32 i64"),
     "logical_xor": OpSpec(2, 1, "bool f32 f16 bf16 f64 i8 u8 i32 i64"),

@@ -74,6 +74,16 @@ def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[s
         out.copy_(torch.gather(ins[0], int(attrs.get("dim", 0)), ins[1]))
     elif op in ("matmul", "bmm"):
         out.copy_(torch.matmul(ins[0], ins[1]))
+    elif op in ("addmm", "baddbmm"):
+        # As the device: the product and the epilogue in the compute type
+        # (float for f16 / bf16), one rounding at the store; beta == 0 never
+        # reads c.
+        compute = torch.float32 if out.dtype in (torch.float16, torch.bfloat16) else out.dtype
+        alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+        result = alpha * torch.matmul(ins[0].to(compute), ins[1].to(compute))
+        if beta != 0:
+            result = beta * ins[2].to(compute) + result
+        out.copy_(result)
     elif op == "softmax":
         out.copy_(torch.softmax(ins[0], -1))
     elif op == "log_softmax":

@@ -61,6 +61,49 @@ def test_chain100_learns_then_replays_with_one_submission():
     torch.testing.assert_close(second * 2, expected * 2, rtol=0, atol=1e-5)
 
 
+def test_a_replay_asks_the_executor_to_stay_warm():
+    # Learning asks nothing (no program yet); each replay asks at its first
+    # op (and again every 50 us of replaying), so the flush finds the
+    # persistent worker running. The reference executor ignores the request.
+    x = torch.randn(8, 8)
+    with batched():
+        chain(x, 10)
+    assert stats("keep_warms")["keep_warms"] == 0
+    for replays in (1, 2, 3):
+        with batched():
+            chain(x, 10)
+        assert stats("keep_warms")["keep_warms"] >= replays
+    gpuos.reset_batching_stats()
+    with batched(record=False):  # only intercepting: nothing to keep warm
+        chain(x, 10)
+    assert stats("keep_warms")["keep_warms"] == 0
+
+
+def test_results_nobody_held_are_handed_out_again():
+    # A replay's intermediates that nobody held at its flush are given out
+    # again by the next replay instead of new allocations; one that is then
+    # kept is still computed right (a liveness miss materializes it).
+    x = torch.randn(8, 8)
+
+    def f(keep=None):
+        a = x + 1
+        if keep is not None:
+            keep.append(a)
+        return a * 2
+
+    for _ in range(3):
+        with batched():
+            out = f()
+        torch.testing.assert_close(out, (x + 1) * 2)
+    assert stats("reused_outputs")["reused_outputs"] >= 1  # the third call reused `a`
+    kept = []
+    with batched():
+        out = f(kept)
+    torch.testing.assert_close(kept[0], x + 1)
+    torch.testing.assert_close(out, (x + 1) * 2)
+    assert stats("liveness_misses")["liveness_misses"] == 1
+
+
 def test_intermediates_nobody_holds_stay_inside_the_program():
     x = torch.randn(8, 8)
     kept = []

@@ -73,7 +73,7 @@ def test_linear_and_layer_norm_use_parameters_by_reference():
     assert program.supported, program.unsupported
     constants = [b.tensor for b in program.buffers_of(CONSTANT)]
     assert any(c is model[0].weight for c in constants)
-    assert [t.op for t in program.tasks] == ["matmul", "add", "layer_norm", "gelu"]
+    assert [t.op for t in program.tasks] == ["addmm", "layer_norm", "gelu"]
     with torch.no_grad():
         torch.testing.assert_close(run_reference(program, [x])[0], model(x))
 

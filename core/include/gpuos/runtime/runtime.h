@@ -274,6 +274,16 @@ class Runtime {
   // An empty graph returns an empty future at once (nothing to order).
   Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options);
 
+  // Tells the worker that work is coming soon: a parked worker is launched
+  // now (so a Submit shortly after finds it running instead of paying the
+  // relaunch, 15-60 us), a running one restarts its idle clock and stays up
+  // for another idle_park. Cheap when it runs (one store to pinned memory);
+  // call it at most every few tens of microseconds while a caller prepares
+  // a submission (transparent batching does, docs/pytorch.md). Best effort:
+  // a grid that was already parking still parks. Errors: Unavailable after
+  // Shutdown; the driver's error when the launch fails.
+  Status KeepWarm();
+
   // Makes `stream` wait for `future`: work enqueued on it after this call
   // starts once the submission has finished (results visible). Neither the
   // host nor the worker waits: the stream polls the submission's completion

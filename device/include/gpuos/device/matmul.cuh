@@ -1,7 +1,8 @@
 // Block-level matrix multiplication for the std.linalg operators
 // (operators/std_linalg.yaml): out[b] = a[b] x b[b] for strided views of
 // rank 2 ([M, K] x [K, N]) or 3 ([B, M, K] x [B, K, N]; a batch stride of 0
-// broadcasts).
+// broadcasts), and addmm / baddbmm, which add a scaled bias in the store
+// (an epilogue: matmul_common.cuh, MatmulBias).
 //
 // Two paths, chosen from the shape alone (so every task of a product takes
 // the same one, and the block the same branch):
@@ -124,10 +125,10 @@ __device__ void ForEachMatmulTile(const OpContext& ctx, const MatmulShape& s, F&
 }
 
 // float / double: SIMT tiles.
-template <typename T>
+template <typename T, typename Epilogue>
 __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& a,
                            const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
-                           const MatmulShape& s) {
+                           const MatmulShape& s, const Epilogue& epilogue) {
   using C = compute_type_t<T>;
   constexpr int kSlice = sizeof(C) == 8 ? 16 : 32;  // 2 * 32 * kSlice * sizeof(C) <= 8 KiB
   constexpr int kPerThread = kMatmulTile * kSlice / kMatmulThreads;
@@ -163,15 +164,17 @@ __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& 
       }
       ctx.sync();
     }
-    for (int j = 0; j < 4; ++j) MatmulStore(out, s, batch, row0 + row, col0 + col + j, acc[j]);
+    for (int j = 0; j < 4; ++j) {
+      MatmulStore(out, s, batch, row0 + row, col0 + col + j, acc[j], epilogue);
+    }
   });
 }
 
 // __half / __nv_bfloat16: tensor cores.
-template <typename T>
+template <typename T, typename Epilogue>
 __device__ void MatmulTensorCore(const OpContext& ctx, const TensorAccessor<const T>& a,
                                  const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
-                                 const MatmulShape& s) {
+                                 const MatmulShape& s, const Epilogue& epilogue) {
   namespace wmma = nvcuda::wmma;
   constexpr int kSlice = 32;
   constexpr int kPerThread = kMatmulTile * kSlice / kMatmulThreads;
@@ -229,7 +232,8 @@ __device__ void MatmulTensorCore(const OpContext& ctx, const TensorAccessor<cons
     }
     ctx.sync();
     for (int i = tid; i < kMatmulTile * kMatmulTile; i += ctx.num_threads()) {
-      MatmulStore(out, s, batch, row0 + i / kMatmulTile, col0 + i % kMatmulTile, c_tile[i]);
+      MatmulStore(out, s, batch, row0 + i / kMatmulTile, col0 + i % kMatmulTile, c_tile[i],
+                  epilogue);
     }
     ctx.sync();
   });
@@ -237,28 +241,45 @@ __device__ void MatmulTensorCore(const OpContext& ctx, const TensorAccessor<cons
 
 template <typename T>
 struct MatmulDispatch {
+  template <typename Epilogue>
   __device__ static void Run(const OpContext& ctx, const TensorAccessor<const T>& a,
                              const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
-                             const MatmulShape& s) {
-    MatmulSimt<T>(ctx, a, b, out, s);
+                             const MatmulShape& s, const Epilogue& epilogue) {
+    MatmulSimt<T>(ctx, a, b, out, s, epilogue);
   }
 };
 template <>
 struct MatmulDispatch<__half> {
+  template <typename Epilogue>
   __device__ static void Run(const OpContext& ctx, const TensorAccessor<const __half>& a,
                              const TensorAccessor<const __half>& b,
-                             const TensorAccessor<__half>& out, const MatmulShape& s) {
-    MatmulTensorCore<__half>(ctx, a, b, out, s);
+                             const TensorAccessor<__half>& out, const MatmulShape& s,
+                             const Epilogue& epilogue) {
+    MatmulTensorCore<__half>(ctx, a, b, out, s, epilogue);
   }
 };
 template <>
 struct MatmulDispatch<__nv_bfloat16> {
+  template <typename Epilogue>
   __device__ static void Run(const OpContext& ctx, const TensorAccessor<const __nv_bfloat16>& a,
                              const TensorAccessor<const __nv_bfloat16>& b,
-                             const TensorAccessor<__nv_bfloat16>& out, const MatmulShape& s) {
-    MatmulTensorCore<__nv_bfloat16>(ctx, a, b, out, s);
+                             const TensorAccessor<__nv_bfloat16>& out, const MatmulShape& s,
+                             const Epilogue& epilogue) {
+    MatmulTensorCore<__nv_bfloat16>(ctx, a, b, out, s, epilogue);
   }
 };
+
+// The path for `s` (few rows or tiles), stored through `epilogue`.
+template <typename T, typename Epilogue>
+__device__ void MatmulRun(const OpContext& ctx, const TensorAccessor<const T>& a,
+                          const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
+                          const MatmulShape& s, const Epilogue& epilogue) {
+  if (s.m <= kMatmulFewRowsMax) {
+    MatmulFewRows<T>(ctx, a, b, out, s, epilogue);
+    return;
+  }
+  MatmulDispatch<T>::Run(ctx, a, b, out, s, epilogue);
+}
 
 // out = a x b for the columns (few rows) or tiles this task owns; reports
 // ctx.fail(code) when the shapes do not fit. Every thread of the block must
@@ -272,11 +293,30 @@ __device__ void Matmul(const OpContext& ctx, const TensorAccessor<const T>& a,
     if (ctx.thread_index() == 0) ctx.fail(code);
     return;
   }
-  if (shape.m <= kMatmulFewRowsMax) {
-    MatmulFewRows<T>(ctx, a, b, out, shape);
+  MatmulRun<T>(ctx, a, b, out, shape, MatmulIdentity{});
+}
+
+// out = beta * bias + alpha * (a x b) (torch.addmm / baddbmm) for the same
+// columns or tiles as Matmul, computed in the compute type with one rounding
+// to T at the store. bias broadcasts to out's shape (MakeMatmulBias: at most
+// out's rank, sizes out's or 1, any strides); beta == 0 never reads it.
+// Reports ctx.fail(code) when a shape does not fit. In place: out may be
+// bias itself (the same elements at the same strides), since every element's
+// bias is read by the thread that writes it, just before; a bias that
+// broadcasts must not overlap out. Every thread of the block must call it.
+template <typename T>
+__device__ void Addmm(const OpContext& ctx, const TensorAccessor<const T>& a,
+                      const TensorAccessor<const T>& b, const TensorAccessor<const T>& bias,
+                      const TensorAccessor<T>& out, double alpha, double beta, int required_rank,
+                      unsigned int code) {
+  MatmulShape shape;
+  MatmulBias<T> epilogue = {};
+  if (!MatmulCheck(a, b, out, &shape) || (required_rank != 0 && shape.rank != required_rank) ||
+      !MakeMatmulBias(bias, shape, alpha, beta, &epilogue)) {
+    if (ctx.thread_index() == 0) ctx.fail(code);
     return;
   }
-  MatmulDispatch<T>::Run(ctx, a, b, out, shape);
+  MatmulRun<T>(ctx, a, b, out, shape, epilogue);
 }
 
 }  // namespace device

@@ -91,47 +91,59 @@ struct MatmulFewRowsRole {
   bool leader;  // writes the team's (warp's) sums
 };
 
-__device__ __forceinline__ int MatmulLog2(long long power_of_two) {
-  return 63 - __clzll(power_of_two);
-}
-
-// ceil(x / 2^shift) for x >= 0.
-__device__ __forceinline__ long long MatmulCeilShift(long long x, int shift) {
-  return (x + (1ll << shift) - 1) >> shift;
+// floor(log2(v)) for v >= 1, at compile time (NVRTC has no __builtin_clz).
+__host__ __device__ constexpr int MatmulFloorLog2(unsigned long long v) {
+  return v <= 1 ? 0 : 1 + MatmulFloorLog2(v / 2);
 }
 
 // The layout for `cols` (>= 1) columns of a batch item with `k` (>= 0) and
-// `rows` (>= 1) rows, loads of `unroll` K steps a round and partial sums of
-// `value_bytes` bytes. Every thread computes the same one.
+// `rows` (>= 1) rows, loads of `unroll` (4 or 8) K steps a round and partial
+// sums of `value_bytes` (4 or 8) bytes. Every thread computes the same one.
+//
+// Every tile pays for this before its first load, so it is kept to 32-bit
+// shifts and adds over an unrolled loop: with 64-bit arithmetic, a tile
+// spent 3.2 us before its first load, now 1.5 us, of which 0.8 us is the
+// shape check and operand views (H100, bench/probes/matmul_few_rows.cu,
+// which also checks that both versions choose the same layouts). Sizes are
+// clamped to 2^30 for the cost, which only ranks the layouts; any layout
+// computes the same sums.
 __device__ inline MatmulFewRowsLayout ChooseMatmulFewRowsLayout(long long cols, long long k,
                                                                 long long rows, bool k_fast,
                                                                 int unroll, int value_bytes) {
   constexpr int kWarps = kMatmulThreads / 32;
-  const long long chunk_rows = rows < kMatmulFewRowsRows ? rows : kMatmulFewRowsRows;
-  const long long chunks = MatmulCeilShift(rows, MatmulLog2(kMatmulFewRowsRows));
+  constexpr int kThreadsLog2 = MatmulFloorLog2(kMatmulThreads);
+  constexpr int kScratchLog2 = MatmulFloorLog2(kWorkerScratchBytes);
+  constexpr long long kClamp = 1ll << 30;
+  const int n = static_cast<int>(cols < kClamp ? cols : kClamp);
+  const int depth = static_cast<int>(k < kClamp ? k : kClamp);
+  const int row_count = static_cast<int>(rows < kClamp ? rows : kClamp);
+  const int chunk_rows = row_count < kMatmulFewRowsRows ? row_count : kMatmulFewRowsRows;
+  const int chunks = (row_count + kMatmulFewRowsRows - 1) / kMatmulFewRowsRows;
+  const int unroll_log2 = unroll >= 8 ? 3 : 2;
+  const int value_log2 = value_bytes >= 8 ? 3 : 2;
   MatmulFewRowsLayout best = {};
   long long best_cost = -1;
   // From the most teams down: on a tie, fewer threads share a column.
-  for (int teams = kMatmulThreads; teams >= 1; teams /= 2) {
+#pragma unroll
+  for (int teams_log2 = kThreadsLog2; teams_log2 >= 0; --teams_log2) {
+    const int lanes_log2 = kThreadsLog2 - teams_log2;
     MatmulFewRowsLayout l;
-    l.teams = teams;
-    l.lanes = kMatmulThreads / teams;
+    l.teams = 1 << teams_log2;
+    l.lanes = 1 << lanes_log2;
     l.k_fast = k_fast;
-    const int teams_log2 = MatmulLog2(teams);
-    const long long per_team = MatmulCeilShift(cols, teams_log2);
-    l.cols = per_team >= 3 ? 4 : static_cast<int>(per_team);  // 1, 2 or 4
+    const int per_team = ((n - 1) >> teams_log2) + 1;
+    const int cols_log2 = per_team >= 3 ? 2 : per_team - 1;  // 1, 2 or 4 columns
+    l.cols = 1 << cols_log2;
     l.groups = k_fast ? (l.lanes > 32 ? l.lanes / 32 : 1) : (l.lanes < kWarps ? l.lanes : kWarps);
-    const int slot_bytes_log2 =
-        MatmulLog2(static_cast<long long>(l.groups) * teams * l.cols * value_bytes);
-    const long long fit = static_cast<long long>(kWorkerScratchBytes) >> slot_bytes_log2;  // >= 1
-    l.reduce_rows = static_cast<int>(fit < chunk_rows ? fit : chunk_rows);
-    const long long passes = MatmulCeilShift(cols, teams_log2 + MatmulLog2(l.cols));
-    const long long rounds =
-        MatmulCeilShift(k, MatmulLog2(static_cast<long long>(l.lanes) * unroll));
-    const long long reductions =
-        l.groups > 1 ? (chunk_rows + l.reduce_rows - 1) / l.reduce_rows : 0;
+    const int groups_log2 = __ffs(l.groups) - 1;
+    const int slot_log2 = groups_log2 + teams_log2 + cols_log2 + value_log2;
+    const int fit = slot_log2 >= kScratchLog2 ? 1 : 1 << (kScratchLog2 - slot_log2);
+    l.reduce_rows = fit < chunk_rows ? fit : chunk_rows;
+    const int passes = ((n - 1) >> (teams_log2 + cols_log2)) + 1;
+    const int rounds = depth == 0 ? 0 : ((depth - 1) >> (lanes_log2 + unroll_log2)) + 1;
+    const int reductions = l.groups > 1 ? (chunk_rows + l.reduce_rows - 1) / l.reduce_rows : 0;
     // A round trip counts 4, a scratch round (two barriers) 1.
-    const long long cost = passes * chunks * (4 * rounds + reductions);
+    const long long cost = static_cast<long long>(passes) * chunks * (4ll * rounds + reductions);
     if (best_cost < 0 || cost < best_cost) {
       best = l;
       best_cost = cost;
@@ -197,15 +209,15 @@ __device__ __forceinline__ void MatmulFewRowsLoad(
 }
 
 // Rows [row0, row0 + kRows) of the columns col0 + team + teams * j
-// (j < l.cols, below col_end) of batch item `batch`. REQUIRES: row0 < M,
-// col0 < col_end.
-template <typename T, int kRows>
+// (j < l.cols, below col_end) of batch item `batch`, stored through
+// `epilogue`. REQUIRES: row0 < M, col0 < col_end.
+template <typename T, int kRows, typename Epilogue>
 __device__ void MatmulFewRowsPass(const OpContext& ctx, const TensorAccessor<const T>& a,
                                   const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
                                   const MatmulShape& s, const MatmulFewRowsLayout& l,
                                   const MatmulFewRowsRole& role, const MatmulOperand& ao,
                                   const MatmulOperand& bo, long long batch, long long col0,
-                                  long long col_end, long long row0) {
+                                  long long col_end, long long row0, const Epilogue& epilogue) {
   using C = compute_type_t<T>;
   constexpr int kCols = kMatmulFewRowsCols;
   constexpr int kUnroll = MatmulFewRowsUnroll<C>::kValue;
@@ -285,7 +297,9 @@ __device__ void MatmulFewRowsPass(const OpContext& ctx, const TensorAccessor<con
     for (int r = 0; r < kRows; ++r) {
 #pragma unroll
       for (int j = 0; j < kCols; ++j) {
-        if (r < rows && col_ok[j]) MatmulStore(out, s, batch, row0 + r, col[j], acc[r][j]);
+        if (r < rows && col_ok[j]) {
+          MatmulStore(out, s, batch, row0 + r, col[j], acc[r][j], epilogue);
+        }
       }
     }
     return;
@@ -316,19 +330,19 @@ __device__ void MatmulFewRowsPass(const OpContext& ctx, const TensorAccessor<con
       if (r < round_rows && c < col_end) {
         C sum = partial[i];
         for (int g = 1; g < l.groups; ++g) sum += partial[g * per_group + i];
-        MatmulStore(out, s, batch, row0 + r_lo + r, c, sum);
+        MatmulStore(out, s, batch, row0 + r_lo + r, c, sum, epilogue);
       }
     }
     ctx.sync();
   }
 }
 
-// out = a x b for the columns this task owns (see the file comment). Every
-// thread of the block calls it with the same shape.
-template <typename T>
+// out = epilogue(a x b) for the columns this task owns (see the file
+// comment). Every thread of the block calls it with the same shape.
+template <typename T, typename Epilogue>
 __device__ void MatmulFewRows(const OpContext& ctx, const TensorAccessor<const T>& a,
                               const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
-                              const MatmulShape& s) {
+                              const MatmulShape& s, const Epilogue& epilogue) {
   using C = compute_type_t<T>;
   if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;
   const long long items = s.batch * s.m * s.n;
@@ -352,10 +366,11 @@ __device__ void MatmulFewRows(const OpContext& ctx, const TensorAccessor<const T
       for (long long row0 = 0; row0 < s.m; row0 += kMatmulFewRowsRows) {
         // One row left (M = 1, or the last of 5, 9 or 13): a thinner pass.
         if (s.m - row0 == 1) {
-          MatmulFewRowsPass<T, 1>(ctx, a, b, out, s, l, role, ao, bo, batch, col0, n1, row0);
+          MatmulFewRowsPass<T, 1>(ctx, a, b, out, s, l, role, ao, bo, batch, col0, n1, row0,
+                                  epilogue);
         } else {
           MatmulFewRowsPass<T, kMatmulFewRowsRows>(ctx, a, b, out, s, l, role, ao, bo, batch, col0,
-                                                   n1, row0);
+                                                   n1, row0, epilogue);
         }
       }
     }

@@ -53,7 +53,10 @@ struct alignas(64) QueueControl {
   // Host -> device.
   unsigned long long submit_tail;  // submissions published; written last (release)
   unsigned int stop;               // 1: every block exits as soon as it is idle
-  unsigned int reserved0;
+  // Bumped by Runtime::KeepWarm: a poller that sees it change counts it as
+  // activity, so the grid does not park for idle_park after it. Next to
+  // `stop`, so that one 8-byte read fetches both.
+  unsigned int keep_warm;
   unsigned long long reserved1[6];
   // Device -> host.
   unsigned long long parked_generation;  // generation of the last grid that parked
@@ -99,7 +102,9 @@ struct alignas(128) QueueDeviceState {
   // stalls the busy blocks' tasks (seen at e18fb50: 2 us tasks took 100-140
   // us in bursts of milliseconds) and the host's own reads of pinned memory.
   unsigned int pollers_alive;
-  unsigned long long pad3[12];
+  unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
+  unsigned int pad4;
+  unsigned long long pad3[11];
 };
 
 // Per submission ring slot, mapped host memory: the first error of the
