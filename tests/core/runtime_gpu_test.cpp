@@ -194,35 +194,35 @@ TEST_F(RuntimeGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
 // while it is called; once the calls stop, the worker parks by itself.
 TEST_F(RuntimeGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
   RuntimeConfig config;
-  config.idle_park = std::chrono::microseconds(1000);  // a late wake-up of this thread is no park
+  config.idle_park = std::chrono::microseconds(1000);
   OPEN_OR_SKIP(runtime, Open(config));
   auto acc = Upload(*runtime, Filled(64, 0.0f));
   auto ones = Upload(*runtime, Filled(64, 1.0f));
   ASSERT_TRUE(acc.ok() && ones.ok());
-  TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
   ASSERT_EQ(runtime->stats().launches, 0u);
   ASSERT_TRUE(runtime->KeepWarm().ok());  // parked (never launched): launches
   EXPECT_EQ(runtime->stats().launches, 1u);
-  // 20 idle periods, a call every 50 us: the grid must not park.
+  // 20 idle periods with a call every 50 us or so. A grid that ignored the
+  // calls would park after each idle period and the next call relaunch it
+  // (about 20 parks); one that heeds them parks only when another context
+  // holds the GPU for a time slice (ctest runs GPU tests side by side).
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
   while (std::chrono::steady_clock::now() < until) {
     ASSERT_TRUE(runtime->KeepWarm().ok());
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  // Work submitted now runs on the same grid.
+  RuntimeStats stats = runtime->stats();
+  EXPECT_LE(stats.parks, 3u) << "the worker kept parking although KeepWarm was called";
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
   auto future = runtime->Submit(graph);
   ASSERT_TRUE(future.ok());
   ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
-  RuntimeStats stats = runtime->stats();
-  EXPECT_EQ(stats.launches, 1u) << "the worker parked although KeepWarm was called";
-  EXPECT_EQ(stats.parks, 0u);
-  // Without calls it parks; the next call relaunches.
+  // Without calls it parks; the next call relaunches it.
   ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  const std::uint64_t launches = runtime->stats().launches;
   ASSERT_TRUE(runtime->KeepWarm().ok());
-  stats = runtime->stats();
-  EXPECT_EQ(stats.launches, 2u);
-  EXPECT_EQ(stats.parks, 1u);
+  EXPECT_EQ(runtime->stats().launches, launches + 1);
   ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
   auto out = Download(*runtime, *acc);
   ASSERT_TRUE(out.ok());

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -139,6 +140,7 @@ def main() -> int:
     per_op = {name: statistics.median(v) / OPS for name, v in samples.items()}
     per_op["replay_flush"] *= OPS  # one per call, not per op
     result = {
+        "commit": os.environ.get("GPUOS_COMMIT"),
         "device": torch.cuda.get_device_name(device),
         "torch": torch.__version__,
         "ops_per_chain": OPS,
