@@ -76,6 +76,7 @@ BatchingAction SequenceRecorder::Decide(const c10::OperatorHandle& op,
   }
   if (mode_ == Mode::kReplaying && edge == nullptr) {
     ++stats_.divergences;
+    if (first_edge_ != nullptr) first_edge_->replays_run = false;
     Materialize();
     mode_ = Mode::kLearning;
   }
@@ -106,6 +107,7 @@ void SequenceRecorder::Record(const c10::OperatorHandle& op, c10::DispatchKeySet
   step.below = below;
   step.args.assign(stack->end() - info.num_arguments, stack->end());
   const bool replay = mode_ == Mode::kReplaying;
+  if (replay && steps_.empty()) first_edge_ = edge_;
   if (replay && !edge_->view) {
     KeepWarmWhileReplaying();
     torch::jit::drop(*stack, info.num_arguments);
@@ -189,7 +191,7 @@ void SequenceRecorder::KeepWarmWhileReplaying() {
   // Often enough that the worker (idle period 200 us) never parks between
   // two calls, rarely enough to cost nothing per op (one clock read).
   constexpr auto kKeepWarmInterval = std::chrono::microseconds(50);
-  if (warm_runner_ == nullptr) return;
+  if (warm_runner_ == nullptr || first_edge_ == nullptr || !first_edge_->replays_run) return;
   const auto now = std::chrono::steady_clock::now();
   if (!steps_.empty() && now - last_keep_warm_ < kKeepWarmInterval) return;
   last_keep_warm_ = now;
@@ -337,13 +339,16 @@ void SequenceRecorder::Flush(FlushReason reason) {
     ~ResetAtEnd() { recorder->Reset(); }
   } reset_at_end{this};
   Node* node = cursor_;
+  Edge* first = mode_ == Mode::kReplaying ? first_edge_ : nullptr;
   if (mode_ == Mode::kReplaying && node->state == Node::kProgram && RunProgram(node)) {
+    if (first != nullptr) first->replays_run = true;
     Touch(node);
     const auto released = std::chrono::steady_clock::now();
     Reset();
     stats_.flush_release_ns += (std::chrono::steady_clock::now() - released).count();
     return;
   }
+  if (first != nullptr) first->replays_run = false;
   const bool relearn = node->state == Node::kProgram;  // liveness miss
   Materialize();
   if (node->state == Node::kUnknown || relearn) {
@@ -362,6 +367,7 @@ void SequenceRecorder::Reset() {
   mode_ = Mode::kIdle;
   cursor_ = nullptr;
   edge_ = nullptr;
+  first_edge_ = nullptr;
   flush_op_ = nullptr;
 }
 

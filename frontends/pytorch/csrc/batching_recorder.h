@@ -147,7 +147,8 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
                 const std::vector<at::Tensor>& outputs);
   void NoteFallback(const OpInfo& info, const std::string& why);
   void Register(int step, const std::vector<at::Tensor>& outputs);
-  // While replaying: at the sequence's first op and then at most every
+  // While replaying a sequence whose last replay ran its program
+  // (Edge::replays_run): at the sequence's first op and then at most every
   // kKeepWarmInterval, asks the last program's runner to keep its executor
   // ready, so the flush finds the persistent worker running instead of
   // relaunching it (about 57 us on the H100; a replay of 100 ops lasts
@@ -188,6 +189,7 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
   std::vector<at::Tensor> new_externals_;
   int64_t op_device_index_ = -2;  // -2: no tensor seen yet
   Edge* edge_ = nullptr;
+  Edge* first_edge_ = nullptr;             // the replayed sequence's first edge
   const std::string* flush_op_ = nullptr;  // the eager op that causes the next flush
 
   std::unordered_map<const c10::OperatorName*, std::unique_ptr<OpInfo>> infos_;

@@ -38,6 +38,11 @@ struct SequenceRecorder::Edge {
   // new tensor: about 1 us each way through the caching allocator. Used
   // only while this recorder holds its only reference.
   std::vector<at::Tensor> spare;
+  // On a sequence's first edge: the last replay that started here ended in
+  // its program (no eager op, divergence or liveness miss). Only such
+  // replays keep the worker warm: eager kernels on PyTorch's legacy default
+  // stream wait until the running worker parks.
+  bool replays_run = false;
 };
 
 // A recorded prefix; a flush that ends there leaves a program or an eager mark.

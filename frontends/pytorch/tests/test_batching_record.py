@@ -62,10 +62,14 @@ def test_chain100_learns_then_replays_with_one_submission():
 
 
 def test_a_replay_asks_the_executor_to_stay_warm():
-    # Learning asks nothing (no program yet); each replay asks at its first
+    # Learning asks nothing (no program yet), nor does the first replay (it
+    # may yet fall back to eager, whose kernels would wait for a running
+    # worker); once a replay ran its program, each replay asks at its first
     # op (and again every 50 us of replaying), so the flush finds the
     # persistent worker running. The reference executor ignores the request.
     x = torch.randn(8, 8)
+    with batched():
+        chain(x, 10)
     with batched():
         chain(x, 10)
     assert stats("keep_warms")["keep_warms"] == 0
