@@ -334,18 +334,24 @@ void SequenceRecorder::Flush(FlushReason reason) {
                    : reason == FlushReason::kSynchronize ? std::string("synchronize")
                    : flush_op_ != nullptr                ? *flush_op_
                                                          : std::string("eager op")];
+  // Resets on every way out; after a program ran, the time it takes (the
+  // pending ops' tensors released) is counted in flush_release_ns.
   struct ResetAtEnd {
     SequenceRecorder* recorder;
-    ~ResetAtEnd() { recorder->Reset(); }
+    int64_t* release_ns = nullptr;
+    ~ResetAtEnd() {
+      const auto started = std::chrono::steady_clock::now();
+      recorder->Reset();
+      if (release_ns != nullptr)
+        *release_ns += (std::chrono::steady_clock::now() - started).count();
+    }
   } reset_at_end{this};
   Node* node = cursor_;
   Edge* first = mode_ == Mode::kReplaying ? first_edge_ : nullptr;
   if (mode_ == Mode::kReplaying && node->state == Node::kProgram && RunProgram(node)) {
     if (first != nullptr) first->replays_run = true;
     Touch(node);
-    const auto released = std::chrono::steady_clock::now();
-    Reset();
-    stats_.flush_release_ns += (std::chrono::steady_clock::now() - released).count();
+    reset_at_end.release_ns = &stats_.flush_release_ns;
     return;
   }
   if (first != nullptr) first->replays_run = false;

@@ -151,7 +151,7 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
   // (Edge::replays_run): at the sequence's first op and then at most every
   // kKeepWarmInterval, asks the last program's runner to keep its executor
   // ready, so the flush finds the persistent worker running instead of
-  // relaunching it (about 57 us on the H100; a replay of 100 ops lasts
+  // relaunching it (23-57 us on the H100, docs/pytorch.md; a replay of 100 ops lasts
   // longer than the worker's idle period).
   void KeepWarmWhileReplaying();
   // Edge::spare[output] when only this recorder holds it (moved out), else

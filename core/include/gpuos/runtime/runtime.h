@@ -276,12 +276,11 @@ class Runtime {
 
   // Tells the worker that work is coming soon: a parked worker is launched
   // now (so a Submit shortly after finds it running instead of paying the
-  // relaunch, 15-60 us), a running one restarts its idle clock and stays up
-  // for another idle_park. Cheap when it runs (one store to pinned memory);
-  // call it at most every few tens of microseconds while a caller prepares
-  // a submission (transparent batching does, docs/pytorch.md). Best effort:
-  // a grid that was already parking still parks. Errors: Unavailable after
-  // Shutdown; the driver's error when the launch fails.
+  // relaunch, 23-57 us on the H100 in docs/pytorch.md's runs), a running one restarts its idle
+  // clock and stays up for another idle_park. Cheap when it runs (one store to pinned memory); call
+  // it at most every few tens of microseconds while a caller prepares a submission (transparent
+  // batching does, docs/pytorch.md). Best effort: a grid that was already parking still parks.
+  // Errors: Unavailable after Shutdown; the driver's error when the launch fails.
   Status KeepWarm();
 
   // Makes `stream` wait for `future`: work enqueued on it after this call
