@@ -32,8 +32,9 @@ class OpShapesTest : public ::testing::Test {
   static void SetUpTestSuite() {
     session_ = new GpuSession();
     if (!session_->available()) return;
-    const std::set<std::string> wanted = {"matmul",  "bmm",        "addmm",    "baddbmm",
-                                          "softmax", "layer_norm", "rms_norm", "sum"};
+    const std::set<std::string> wanted = {"matmul",  "bmm",         "addmm",      "baddbmm",
+                                          "softmax", "log_softmax", "layer_norm", "rms_norm",
+                                          "sum",     "cat"};
     ops_ = new std::vector<OperatorSpec>();
     for (const OperatorSpec& op : testing::BuiltinOperators()) {
       if (wanted.count(op.name)) ops_->push_back(op);
@@ -428,28 +429,97 @@ TEST_F(OpShapesTest, SoftmaxOfManyShortRows) {
   }
 }
 
+// Every batch shape of the warp path (8, 4, 2 and 1 rows of up to 32, 64,
+// 128 and 256 elements per warp; row_batch.cuh), rows that do not fill the
+// last batch or the last lane's slots, a few rows longer than a warp's
+// limit, dense and transposed inputs, every floating dtype.
+TEST_F(OpShapesTest, SoftmaxAndLogSoftmaxOfEveryRowBatchShape) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}) {
+    for (long long n : {1LL, 7LL, 32LL, 33LL, 64LL, 100LL, 128LL, 200LL, 256LL, 257LL}) {
+      for (long long rows : {1LL, 13LL, 70LL}) {
+        for (bool transposed : {false, true}) {
+          SCOPED_TRACE(std::string(DTypeName(dtype)) + " rows " + std::to_string(rows) + " n " +
+                       std::to_string(n) + (transposed ? " transposed" : " dense"));
+          HostTensor a =
+              transposed ? HostTensor::Dense(dtype, {n, rows}, Random(rows * n, -6, 6)).Transposed()
+                         : HostTensor::Dense(dtype, {rows, n}, Random(rows * n, -6, 6));
+          for (long long tasks : {1LL, 5LL}) {
+            HostTensor out = HostTensor::Poisoned(dtype, {rows, n});
+            Run("softmax", dtype, {&a, &out}, rows * n, std::min(tasks, rows), {});
+            if (HasFatalFailure()) return;
+            Expect(out, testing::SoftmaxReference(a.Values(), n), Tolerance(dtype));
+            HostTensor log_out = HostTensor::Poisoned(dtype, {rows, n});
+            Run("log_softmax", dtype, {&a, &log_out}, rows * n, std::min(tasks, rows), {});
+            if (HasFatalFailure()) return;
+            Expect(log_out, testing::LogSoftmaxReference(a.Values(), n),
+                   dtype == DType::kBF16 ? 6e-2 : Tolerance(dtype) * 4);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(OpShapesTest, LayerNormAndRmsNormOfOneAndEightTokens) {
-  for (DType dtype : {DType::kF32, DType::kF16}) {
-    for (long long batch : {1LL, 8LL}) {
-      for (long long n : {256LL, 1000LL}) {  // one row per warp; one per block
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kF64}) {
+    for (long long batch : {1LL, 8LL, 13LL}) {
+      // 8, 4, 2 and 1 rows per warp batch; one row per block.
+      for (long long n : {20LL, 64LL, 100LL, 256LL, 1000LL}) {
         SCOPED_TRACE(std::string(DTypeName(dtype)) + " batch " + std::to_string(batch) + " n " +
                      std::to_string(n));
         HostTensor a = HostTensor::Dense(dtype, {n, batch}, Random(batch * n, -3, 3)).Transposed();
+        HostTensor dense = HostTensor::Dense(dtype, {batch, n}, Random(batch * n, -3, 3));
         HostTensor weight = HostTensor::Dense(dtype, {n}, Random(n, 0.5, 1.5));
         HostTensor bias = HostTensor::Dense(dtype, {n}, Random(n, -1, 1));
-        for (long long tasks : {1LL, 3LL}) {
-          HostTensor out = HostTensor::Poisoned(dtype, {batch, n});
-          Run("layer_norm", dtype, {&a, &weight, &bias, &out}, batch * n, tasks, {{"eps", "1e-5"}});
-          if (HasFatalFailure()) return;
-          Expect(out,
-                 testing::LayerNormReference(a.Values(), n, weight.Values(), bias.Values(), 1e-5),
-                 Tolerance(dtype));
-          HostTensor rms = HostTensor::Poisoned(dtype, {batch, n});
-          Run("rms_norm", dtype, {&a, &weight, &rms}, batch * n, tasks, {{"eps", "1e-6"}});
-          if (HasFatalFailure()) return;
-          Expect(rms, testing::RmsNormReference(a.Values(), n, weight.Values(), 1e-6),
-                 Tolerance(dtype));
+        for (HostTensor* input : {&a, &dense}) {
+          for (long long tasks : {1LL, 3LL}) {
+            HostTensor out = HostTensor::Poisoned(dtype, {batch, n});
+            Run("layer_norm", dtype, {input, &weight, &bias, &out}, batch * n,
+                std::min(tasks, batch), {{"eps", "1e-5"}});
+            if (HasFatalFailure()) return;
+            Expect(out,
+                   testing::LayerNormReference(input->Values(), n, weight.Values(), bias.Values(),
+                                               1e-5),
+                   Tolerance(dtype));
+            HostTensor rms = HostTensor::Poisoned(dtype, {batch, n});
+            Run("rms_norm", dtype, {input, &weight, &rms}, batch * n, std::min(tasks, batch),
+                {{"eps", "1e-6"}});
+            if (HasFatalFailure()) return;
+            Expect(rms, testing::RmsNormReference(input->Values(), n, weight.Values(), 1e-6),
+                   Tolerance(dtype));
+          }
         }
+      }
+    }
+  }
+}
+
+// The decoder step's KV-cache append: [1, 4, 128, 64] and [1, 4, 1, 64]
+// joined along dimension 2, dense (the fast path: out as [outer, inner]
+// rows) and with the cache transposed (per-element coordinates), in tiles.
+TEST_F(OpShapesTest, CatOfTheKvCacheAlongAMiddleDimension) {
+  const long long heads = 4, cached = 128, dim = 64;
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (bool transposed : {false, true}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + (transposed ? " transposed" : " dense"));
+      std::vector<double> cache_values = Random(heads * cached * dim, -2, 2);
+      HostTensor cache =
+          HostTensor::Dense(dtype,
+                            transposed ? std::vector<long long>{1, heads, dim, cached}
+                                       : std::vector<long long>{1, heads, cached, dim},
+                            cache_values);
+      if (transposed) {  // the last two dimensions swapped: [1, heads, cached, dim], strided
+        std::swap(cache.sizes[2], cache.sizes[3]);
+        std::swap(cache.strides[2], cache.strides[3]);
+      }
+      HostTensor fresh = HostTensor::Dense(dtype, {1, heads, 1, dim}, Random(heads * dim, -2, 2));
+      const std::vector<double> reference =
+          testing::CatReference(cache.Values(), cached * dim, fresh.Values(), dim, heads);
+      for (long long tasks : {1LL, 9LL, 100LL}) {
+        HostTensor out = HostTensor::Poisoned(dtype, {1, heads, cached + 1, dim});
+        Run("cat", dtype, {&cache, &fresh, &out}, out.numel(), tasks, {{"dim", "2"}});
+        if (HasFatalFailure()) return;
+        Expect(out, reference, 0);
       }
     }
   }

@@ -12,12 +12,11 @@
 
 #include "gpuos/device/dtype_traits.cuh"
 #include "gpuos/device/op_context.cuh"
+#include "gpuos/device/row_batch.cuh"
 #include "gpuos/device/tensor.cuh"
 
 namespace gpuos {
 namespace device {
-
-constexpr long long kWarpRowLimit = 256;
 
 // The threads that handle one row: a warp or the whole block. Element j of
 // the row belongs to thread `lane` when j % size == lane.
@@ -56,9 +55,66 @@ __device__ void ForEachRow(const OpContext& ctx, long long n, F&& body) {
   }
 }
 
+// SoftmaxRows for rows of n <= kWarpRowLimit elements: each element is read
+// once into registers (row_batch.cuh) and exp is taken once per element.
+template <typename T, bool kLog>
+struct SoftmaxWarpRows {
+  using C = compute_type_t<T>;
+  const OpContext* ctx;
+  const TensorAccessor<const T>* a;
+  const TensorAccessor<T>* out;
+  long long n;
+  RowOffsets a_rows;
+  RowOffsets out_rows;
+
+  template <int kPerRow>
+  __device__ void Run() const {
+    constexpr int kRows = WarpRowBatch<kPerRow>::kRows;
+    ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
+      long long a_base[kRows];
+      long long out_base[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        a_base[r] = batch.has_row(r) ? a_rows.base(batch.first + r) : 0;
+        out_base[r] = batch.has_row(r) ? out_rows.base(batch.first + r) : 0;
+      }
+      C v[kRowBatchElements];
+#pragma unroll
+      for (int e = 0; e < kRowBatchElements; ++e) {
+        v[e] = batch.has(e)
+                   ? convert<C>(a->at_offset(a_rows.at(a_base[e / kPerRow], batch.column(e))))
+                   : ::gpuos::lowest<C>();
+      }
+      C row_max[kRows];
+      batch.reduce(
+          v, ::gpuos::lowest<C>(), [](C x) { return x; }, [](C x, C y) { return x > y ? x : y; },
+          row_max);
+#pragma unroll
+      for (int e = 0; e < kRowBatchElements; ++e) {
+        v[e] -= row_max[e / kPerRow];
+        if (!kLog) v[e] = exp(v[e]);
+      }
+      C sum[kRows];
+      batch.reduce(
+          v, C(0), [](C x) { return kLog ? exp(x) : x; }, [](C x, C y) { return x + y; }, sum);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) sum[r] = kLog ? log(sum[r]) : sum[r];
+#pragma unroll
+      for (int e = 0; e < kRowBatchElements; ++e) {
+        if (!batch.has(e)) continue;
+        const int r = e / kPerRow;
+        const C result = kLog ? v[e] - sum[r] : v[e] / sum[r];
+        out->at_offset(out_rows.at(out_base[r], batch.column(e))) = convert<T>(result);
+      }
+    });
+  }
+};
+
 // kLog = false: softmax; true: log_softmax. Per row: the maximum, then the
 // sum of exp(a - max), then the outputs. Reports ctx.fail(1) when a and out
-// differ in shape. Every thread of the block must call it.
+// differ in shape. Every thread of the block must call it. Rows of up to
+// kWarpRowLimit elements go through registers (row_batch.cuh), longer ones
+// through the block, reading the row three times.
 template <typename T, bool kLog>
 __device__ void SoftmaxRows(const OpContext& ctx, const TensorAccessor<const T>& a,
                             const TensorAccessor<T>& out) {
@@ -69,6 +125,11 @@ __device__ void SoftmaxRows(const OpContext& ctx, const TensorAccessor<const T>&
   }
   const long long n = out.last_size();
   if (n == 0) return;
+  if (n <= kWarpRowLimit) {
+    RunWithRowBatchShape(n, SoftmaxWarpRows<T, kLog>{&ctx, &a, &out, n, RowOffsets(a.desc(), n),
+                                                     RowOffsets(out.desc(), n)});
+    return;
+  }
   const long long a_step = a.last_stride();
   const long long out_step = out.last_stride();
   ForEachRow(ctx, n, [&](long long row, const RowGroup& g) {

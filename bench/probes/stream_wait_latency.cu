@@ -1,0 +1,168 @@
+// Probe: how long the host waits for a result that a *running* kernel
+// writes, by each way the PyTorch frontend could wait for it (a diagnostic,
+// not a benchmark of record; bench/README.md, "Probes").
+//
+// One block spins on a "go" word in mapped host memory; for step i the host
+// writes go = i and the kernel answers by writing done = i to a word in
+// mapped host memory and to one in device memory. The host times, from its
+// write of go until it knows the answer is there:
+//   host_poll       spinning on the mapped done word (the runtime's Future::Wait)
+//   wait_host_word  cuStreamWaitValue64 on the mapped word, then
+//                   cuStreamSynchronize of that stream (what Program::Launch
+//                   does today, the synchronize being the benchmark's)
+//   wait_dev_word   the same on the device-memory word
+//   wait_dev_flush  the same with CU_STREAM_WAIT_VALUE_FLUSH
+// and, separately, what the host calls cost by themselves on an idle stream:
+//   api_wait_value  cuStreamWaitValue64 of a satisfied value (enqueue only)
+//   api_query       cuStreamQuery of an idle stream
+//   api_sync_idle   cuStreamSynchronize of an idle stream
+// Medians of --reps steps (default 2000) after 200 warm-up steps, in us.
+//
+//   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/stream_wait_latency.cu -lcuda \
+//     -o /tmp/wait_probe && /tmp/wait_probe
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+__global__ void Answer(const volatile unsigned long long* go,
+                       volatile unsigned long long* done_host,
+                       volatile unsigned long long* done_dev, unsigned long long steps) {
+  for (unsigned long long i = 1; i <= steps; ++i) {
+    while (*go < i) __nanosleep(32);
+    *done_dev = i;
+    *done_host = i;
+    __threadfence_system();
+  }
+}
+
+#define CHECK_CUDA(call)                                              \
+  do {                                                                \
+    cudaError_t e = (call);                                           \
+    if (e != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
+      std::exit(1);                                                   \
+    }                                                                 \
+  } while (0)
+#define CHECK_CU(call)                                      \
+  do {                                                      \
+    CUresult e = (call);                                    \
+    if (e != CUDA_SUCCESS) {                                \
+      const char* s = nullptr;                              \
+      cuGetErrorString(e, &s);                              \
+      std::fprintf(stderr, "%s: %s\n", #call, s ? s : "?"); \
+      std::exit(1);                                         \
+    }                                                       \
+  } while (0)
+
+double Now() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 2000;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
+  }
+  const int warm = 200;
+  const char* modes[] = {"host_poll", "wait_host_word", "wait_dev_word", "wait_dev_flush"};
+  constexpr int kModes = 4;
+  const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
+
+  CHECK_CUDA(cudaSetDevice(0));
+  unsigned long long* host_words = nullptr;  // [0] go, [1] done
+  CHECK_CUDA(cudaHostAlloc(&host_words, 2 * sizeof(unsigned long long), cudaHostAllocMapped));
+  host_words[0] = 0;
+  host_words[1] = 0;
+  unsigned long long* dev_host_words = nullptr;
+  CHECK_CUDA(cudaHostGetDevicePointer(&dev_host_words, host_words, 0));
+  unsigned long long* done_dev = nullptr;
+  CHECK_CUDA(cudaMalloc(&done_dev, sizeof(unsigned long long)));
+  CHECK_CUDA(cudaMemset(done_dev, 0, sizeof(unsigned long long)));
+  cudaStream_t worker_stream;
+  cudaStream_t waiter;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&worker_stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&waiter, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  Answer<<<1, 32, 0, worker_stream>>>(dev_host_words, dev_host_words + 1, done_dev, steps);
+  CHECK_CUDA(cudaGetLastError());
+
+  volatile unsigned long long* go = host_words;
+  volatile unsigned long long* done_host = host_words + 1;
+  std::vector<double> samples[kModes];
+  unsigned long long step = 0;
+  for (int r = 0; r < warm + reps; ++r) {
+    for (int m = 0; m < kModes; ++m) {
+      ++step;
+      const double t0 = Now();
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      *go = step;
+      if (m == 0) {
+        while (*done_host < step) {
+        }
+      } else {
+        const CUdeviceptr word = m == 1 ? reinterpret_cast<CUdeviceptr>(dev_host_words + 1)
+                                        : reinterpret_cast<CUdeviceptr>(done_dev);
+        const unsigned int flags =
+            CU_STREAM_WAIT_VALUE_GEQ | (m == 3 ? CU_STREAM_WAIT_VALUE_FLUSH : 0u);
+        CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter), word, step, flags));
+        CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
+      }
+      const double t1 = Now();
+      if (r >= warm) samples[m].push_back(t1 - t0);
+      while (*done_host < step) {
+      }
+    }
+  }
+  CHECK_CUDA(cudaStreamSynchronize(worker_stream));
+
+  std::vector<double> api_wait, api_query, api_sync;
+  for (int r = 0; r < warm + reps; ++r) {
+    double t0 = Now();
+    CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter),
+                                 reinterpret_cast<CUdeviceptr>(done_dev), 1,
+                                 CU_STREAM_WAIT_VALUE_GEQ));
+    double t1 = Now();
+    CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
+    double t2 = Now();
+    CHECK_CU(cuStreamQuery(reinterpret_cast<CUstream>(waiter)));
+    double t3 = Now();
+    CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
+    double t4 = Now();
+    if (r >= warm) {
+      api_wait.push_back(t1 - t0);
+      api_query.push_back(t3 - t2);
+      api_sync.push_back(t4 - t3);
+    }
+  }
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("{\"probe\": \"stream_wait_latency\", \"device\": \"%s\", \"reps\": %d,\n", prop.name,
+              reps);
+  for (int m = 0; m < kModes; ++m) {
+    std::printf("  \"%s_us\": %.3f,\n", modes[m], Median(samples[m]));
+  }
+  std::printf(
+      "  \"api_wait_value_us\": %.3f,\n  \"api_query_us\": %.3f,\n  \"api_sync_idle_us\": "
+      "%.3f\n}\n",
+      Median(api_wait), Median(api_query), Median(api_sync));
+  return 0;
+}

@@ -1,0 +1,170 @@
+// layer_norm and rms_norm along the last dimension: the bodies of the
+// std.normalization operators of the same names (operators/std_normalization.yaml).
+//
+// Rows of up to kWarpRowLimit elements go through registers a batch of rows
+// per warp (row_batch.cuh): each element, weight and bias is read once, and
+// a lane's weights and biases once per task. Longer rows are reduced by the
+// whole block (ForEachRow in softmax.cuh), reading the row once per pass.
+// Every thread of the block must call these; they report ctx.fail(1) on
+// mismatched shapes.
+#pragma once
+
+#include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/op_context.cuh"
+#include "gpuos/device/row_batch.cuh"
+#include "gpuos/device/softmax.cuh"
+#include "gpuos/device/tensor.cuh"
+
+namespace gpuos {
+namespace device {
+
+// Whether `p` is a 1-D tensor of n elements (a per-column parameter).
+template <typename T>
+__device__ bool IsColumnParameter(const TensorAccessor<const T>& p, long long n) {
+  return p.rank() == 1 && p.size(0) == n;
+}
+
+// out = (a - mean) / sqrt(var + eps) * weight + bias per row (population
+// variance, two passes over the values in registers). With kBias = false
+// there is no bias and no mean: out = a / sqrt(mean(a^2) + eps) * weight
+// (rms_norm). For rows of n <= kWarpRowLimit elements.
+template <typename T, bool kBias>
+struct NormalizeWarpRows {
+  using C = compute_type_t<T>;
+  const OpContext* ctx;
+  const TensorAccessor<const T>* a;
+  const TensorAccessor<const T>* weight;
+  const TensorAccessor<const T>* bias;  // null when !kBias
+  const TensorAccessor<T>* out;
+  long long n;
+  double eps;
+
+  template <int kPerRow>
+  __device__ void Run() const {
+    constexpr int kRows = WarpRowBatch<kPerRow>::kRows;
+    const RowOffsets a_rows(a->desc(), n);
+    const RowOffsets out_rows(out->desc(), n);
+    const C epsilon = static_cast<C>(eps);
+    const C count = static_cast<C>(n);
+    const auto plus = [](C x, C y) { return x + y; };
+    // This lane's columns are the same in every batch.
+    const int lane = ctx->thread_index() & 31;
+    C w[kPerRow];
+    C b[kPerRow];
+#pragma unroll
+    for (int k = 0; k < kPerRow; ++k) {
+      const long long j = lane + 32ll * k;
+      w[k] = j < n ? convert<C>(weight->at_offset(j * weight->stride(0))) : C(0);
+      b[k] = kBias && j < n ? convert<C>(bias->at_offset(j * bias->stride(0))) : C(0);
+    }
+    ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
+      long long a_base[kRows];
+      long long out_base[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        a_base[r] = batch.has_row(r) ? a_rows.base(batch.first + r) : 0;
+        out_base[r] = batch.has_row(r) ? out_rows.base(batch.first + r) : 0;
+      }
+      C v[kRowBatchElements];
+#pragma unroll
+      for (int e = 0; e < kRowBatchElements; ++e) {
+        v[e] = batch.has(e)
+                   ? convert<C>(a->at_offset(a_rows.at(a_base[e / kPerRow], batch.column(e))))
+                   : C(0);
+      }
+      if (kBias) {
+        C mean[kRows];
+        batch.reduce(
+            v, C(0), [](C x) { return x; }, plus, mean);
+#pragma unroll
+        for (int e = 0; e < kRowBatchElements; ++e) v[e] -= mean[e / kPerRow] / count;
+      }
+      C scale[kRows];
+      batch.reduce(
+          v, C(0), [](C x) { return x * x; }, plus, scale);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) scale[r] = C(1) / sqrt(scale[r] / count + epsilon);
+#pragma unroll
+      for (int e = 0; e < kRowBatchElements; ++e) {
+        if (!batch.has(e)) continue;
+        const int k = e % kPerRow;
+        const C scaled = v[e] * scale[e / kPerRow] * w[k];
+        out->at_offset(out_rows.at(out_base[e / kPerRow], batch.column(e))) =
+            convert<T>(kBias ? scaled + b[k] : scaled);
+      }
+    });
+  }
+};
+
+// The block path of NormalizeWarpRows, for rows longer than kWarpRowLimit.
+template <typename T, bool kBias>
+__device__ void NormalizeBlockRows(const OpContext& ctx, const TensorAccessor<const T>& a,
+                                   const TensorAccessor<const T>& weight,
+                                   const TensorAccessor<const T>* bias,
+                                   const TensorAccessor<T>& out, long long n, double eps) {
+  using C = compute_type_t<T>;
+  const auto plus = [](C x, C y) { return x + y; };
+  ForEachRow(ctx, n, [&](long long row, const RowGroup& g) {
+    const long long a_base = a.offset_of(row * n);
+    const long long out_base = out.offset_of(row * n);
+    const auto load = [&](long long j) {
+      return convert<C>(a.at_offset(a_base + j * a.last_stride()));
+    };
+    C mean = C(0);
+    if (kBias) {
+      C local = C(0);
+      for (long long j = g.lane; j < n; j += g.size) local += load(j);
+      mean = g.reduce(local, plus) / static_cast<C>(n);
+    }
+    C local = C(0);
+    for (long long j = g.lane; j < n; j += g.size) {
+      const C d = load(j) - mean;
+      local += d * d;
+    }
+    const C scale = C(1) / sqrt(g.reduce(local, plus) / static_cast<C>(n) + static_cast<C>(eps));
+    for (long long j = g.lane; j < n; j += g.size) {
+      const C scaled =
+          (load(j) - mean) * scale * convert<C>(weight.at_offset(j * weight.stride(0)));
+      out.at_offset(out_base + j * out.last_stride()) =
+          convert<T>(kBias ? scaled + convert<C>(bias->at_offset(j * bias->stride(0))) : scaled);
+    }
+  });
+}
+
+template <typename T>
+__device__ void LayerNormRows(const OpContext& ctx, const TensorAccessor<const T>& a,
+                              const TensorAccessor<const T>& weight,
+                              const TensorAccessor<const T>& bias, const TensorAccessor<T>& out,
+                              double eps) {
+  const long long n = out.last_size();
+  if (!a.same_shape(out.desc()) || !IsColumnParameter(weight, n) || !IsColumnParameter(bias, n)) {
+    if (ctx.thread_index() == 0) ctx.fail(1);
+    return;
+  }
+  if (n == 0) return;
+  if (n <= kWarpRowLimit) {
+    RunWithRowBatchShape(n, NormalizeWarpRows<T, true>{&ctx, &a, &weight, &bias, &out, n, eps});
+  } else {
+    NormalizeBlockRows<T, true>(ctx, a, weight, &bias, out, n, eps);
+  }
+}
+
+template <typename T>
+__device__ void RmsNormRows(const OpContext& ctx, const TensorAccessor<const T>& a,
+                            const TensorAccessor<const T>& weight, const TensorAccessor<T>& out,
+                            double eps) {
+  const long long n = out.last_size();
+  if (!a.same_shape(out.desc()) || !IsColumnParameter(weight, n)) {
+    if (ctx.thread_index() == 0) ctx.fail(1);
+    return;
+  }
+  if (n == 0) return;
+  if (n <= kWarpRowLimit) {
+    RunWithRowBatchShape(n, NormalizeWarpRows<T, false>{&ctx, &a, &weight, nullptr, &out, n, eps});
+  } else {
+    NormalizeBlockRows<T, false>(ctx, a, weight, nullptr, out, n, eps);
+  }
+}
+
+}  // namespace device
+}  // namespace gpuos
