@@ -11,7 +11,6 @@
 //                   cuStreamSynchronize of that stream (what Program::Launch
 //                   does today, the synchronize being the benchmark's)
 //   wait_dev_word   the same on the device-memory word
-//   wait_dev_flush  the same with CU_STREAM_WAIT_VALUE_FLUSH
 // and, separately, what the host calls cost by themselves on an idle stream:
 //   api_wait_value  cuStreamWaitValue64 of a satisfied value (enqueue only)
 //   api_query       cuStreamQuery of an idle stream
@@ -83,8 +82,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
   }
   const int warm = 200;
-  const char* modes[] = {"host_poll", "wait_host_word", "wait_dev_word", "wait_dev_flush"};
-  constexpr int kModes = 4;
+  const char* modes[] = {"host_poll", "wait_host_word", "wait_dev_word"};
+  constexpr int kModes = 3;
   const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
 
   CHECK_CUDA(cudaSetDevice(0));
@@ -121,9 +120,8 @@ int main(int argc, char** argv) {
       } else {
         const CUdeviceptr word = m == 1 ? reinterpret_cast<CUdeviceptr>(dev_host_words + 1)
                                         : reinterpret_cast<CUdeviceptr>(done_dev);
-        const unsigned int flags =
-            CU_STREAM_WAIT_VALUE_GEQ | (m == 3 ? CU_STREAM_WAIT_VALUE_FLUSH : 0u);
-        CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter), word, step, flags));
+        CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter), word, step,
+                                     CU_STREAM_WAIT_VALUE_GEQ));
         CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
       }
       const double t1 = Now();

@@ -40,7 +40,7 @@ import torch
 import torch.fx
 
 from . import _runtime
-from ._fusion import enabled as fusion_enabled, fuse_elementwise
+from ._fusion import enabled as fusion_enabled, optimize
 from ._lowering import lower
 from ._packs import GPUOS_DTYPES
 from ._program import OUTPUT, Program
@@ -159,7 +159,7 @@ def lower_sequence(steps: list, externals: list, executor: str) -> tuple:
         return _eager(f"the sequence reads no CUDA tensor (its program would be on "
                       f"{program.device})", [], steps)
     if fusion_enabled():
-        program = fuse_elementwise(program)
+        program = optimize(program)
     found, why, offending = _bindings(program, outputs, steps)
     if found is None:
         return _eager(why, offending, steps)

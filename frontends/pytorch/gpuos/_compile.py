@@ -26,7 +26,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from . import _runtime
-from ._fusion import enabled as fusion_enabled, fuse_elementwise
+from ._fusion import enabled as fusion_enabled, optimize
 from ._lowering import lower
 from ._packs import GPUOS_DTYPES
 from ._program import CONSTANT, INPUT, OUTPUT, Program
@@ -149,7 +149,7 @@ def build_entry(fn: Callable, args: Sequence[Any], executor: str = "gpuos") -> _
                       reasons={"trace": f"tracing failed: {type(error).__name__}: {error}"})
     program = lower(gm, tensors, split=True)
     if fusion_enabled():
-        program = fuse_elementwise(program)
+        program = optimize(program)
     entry = _Entry(None, key=layout_key(args), tensor_positions=tensor_positions,
                    output_spec=program.output_spec, aten_ops=program.aten_ops,
                    reasons=dict(program.unsupported), lowered=program,

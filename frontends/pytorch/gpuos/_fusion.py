@@ -68,6 +68,15 @@ def literal_text(value: Any, dtype: str) -> Optional[str]:
     return str(int(value))
 
 
+def optimize(program: Program) -> Program:
+    """The rewrites GPUOS_FUSION=0 turns off, in order: scalar scales folded
+    into the products that feed them (_fold.py), then elementwise groups
+    fused. Changes `program` in place and returns it."""
+    from ._fold import fold_matmul_scales
+
+    return fuse_elementwise(fold_matmul_scales(program))
+
+
 def fuse_elementwise(program: Program) -> Program:
     """`program` with its elementwise groups fused (the same object, changed
     in place, is returned). A program with unsupported ops is left alone."""

@@ -25,7 +25,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from ._fusion import enabled as fusion_enabled, fuse_elementwise
+from ._fusion import enabled as fusion_enabled, optimize
 from ._lowering import lower, overload_name
 from ._program import Program
 
@@ -157,7 +157,7 @@ def _build(segment: Segment, inputs: list, backend: SegmentBackend) -> None:
                              "eager ops runs eagerly"}
         return
     if fusion_enabled():
-        program = fuse_elementwise(program)
+        program = optimize(program)
     try:
         segment.runner = backend.build(program)
     except RuntimeError as error:

@@ -47,16 +47,6 @@ struct NormalizeWarpRows {
     const C epsilon = static_cast<C>(eps);
     const C count = static_cast<C>(n);
     const auto plus = [](C x, C y) { return x + y; };
-    // This lane's columns are the same in every batch.
-    const int lane = ctx->thread_index() & 31;
-    C w[kPerRow];
-    C b[kPerRow];
-#pragma unroll
-    for (int k = 0; k < kPerRow; ++k) {
-      const long long j = lane + 32ll * k;
-      w[k] = j < n ? convert<C>(weight->at_offset(j * weight->stride(0))) : C(0);
-      b[k] = kBias && j < n ? convert<C>(bias->at_offset(j * bias->stride(0))) : C(0);
-    }
     ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
       long long a_base[kRows];
       long long out_base[kRows];
@@ -64,6 +54,16 @@ struct NormalizeWarpRows {
       for (int r = 0; r < kRows; ++r) {
         a_base[r] = batch.has_row(r) ? a_rows.base(batch.first + r) : 0;
         out_base[r] = batch.has_row(r) ? out_rows.base(batch.first + r) : 0;
+      }
+      // The lane's weights and biases (the same columns in every batch) with
+      // the batch's values: one round of loads.
+      C w[kPerRow];
+      C b[kPerRow];
+#pragma unroll
+      for (int k = 0; k < kPerRow; ++k) {
+        const long long j = batch.column(k);
+        w[k] = j < n ? convert<C>(weight->at_offset(j * weight->stride(0))) : C(0);
+        b[k] = kBias && j < n ? convert<C>(bias->at_offset(j * bias->stride(0))) : C(0);
       }
       C v[kRowBatchElements];
 #pragma unroll

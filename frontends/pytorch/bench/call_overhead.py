@@ -1,0 +1,100 @@
+"""Where the host part of a gpuos.compile call goes (a diagnostic, not a
+benchmark): chain100_64x64_f32 compiles to one fused task of about 3 us on
+the device, so nearly all of a call's time is overhead. Medians of `--calls`
+calls, in us:
+
+    call_sync        compiled(x) then current_stream().synchronize()
+                     (what run_workloads.py times)
+    call             compiled(x) alone (the host until it returns)
+    sync_after_call  the synchronize that follows it
+    program_run      the native Program.run([x]) alone (no Python wrapper)
+    empty_strided    torch.empty_strided of the output's layout
+    stream_query     torch.cuda.current_stream().query() of an idle stream
+    sync_idle        synchronize of an idle stream
+
+Needs a CUDA device. Writes <out>/call_overhead.json and prints it.
+
+    python frontends/pytorch/bench/call_overhead.py --out OUT [--calls 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workloads  # noqa: E402
+
+import gpuos  # noqa: E402
+
+
+def _median_us(fn, calls: int) -> float:
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - start) / 1e3)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="directory for call_overhead.json")
+    parser.add_argument("--calls", type=int, default=2000, help="timed calls per measure")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("call_overhead.py needs a CUDA device")
+    device = torch.device("cuda", 0)
+    case = next(c for c in workloads.cases() if c.workload == "chain100_64x64_f32")
+    module = workloads.build(case, device)
+    generator = torch.Generator().manual_seed(0)
+    x = case.make_inputs(device, generator)[0]
+    compiled = gpuos.compile(module)
+    stream = torch.cuda.current_stream(device)
+    with torch.no_grad():
+        expected = module(x)
+        got = compiled(x)
+        stream.synchronize()
+        if not torch.allclose(got, expected, rtol=1e-5, atol=1e-6):
+            sys.exit("gpuos result differs from eager")
+        for _ in range(200):
+            compiled(x)
+        stream.synchronize()
+
+        results = {}
+        results["call_sync"] = _median_us(lambda: (compiled(x), stream.synchronize()), args.calls)
+        call, after = [], []
+        for _ in range(args.calls):
+            start = time.perf_counter_ns()
+            compiled(x)
+            returned = time.perf_counter_ns()
+            stream.synchronize()
+            call.append((returned - start) / 1e3)
+            after.append((time.perf_counter_ns() - returned) / 1e3)
+        results["call"] = statistics.median(call)
+        results["sync_after_call"] = statistics.median(after)
+        program = compiled._last.program
+        results["program_run"] = _median_us(lambda: (program.run([x]), stream.synchronize()),
+                                            args.calls)
+        results["empty_strided"] = _median_us(
+            lambda: torch.empty_strided(x.shape, x.stride(), device=device), args.calls)
+        results["stream_query"] = _median_us(stream.query, args.calls)
+        results["sync_idle"] = _median_us(stream.synchronize, args.calls)
+    report = {"diagnostic": "call_overhead", "commit": os.environ.get("GPUOS_COMMIT", "unknown"),
+              "device": torch.cuda.get_device_name(device), "calls": args.calls,
+              "note": "program_run includes the synchronize; the others are as named",
+              "median_us": {k: round(v, 2) for k, v in results.items()}}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "call_overhead.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Folding a scalar scale into the matrix product that feeds it (docs/pytorch.md,
+"Elementwise fusion").
+
+`fold_matmul_scales(program)` rewrites `bmm(a, b) / s`, `bmm(a, b) * s` and
+`s * bmm(a, b)` (and the same with `matmul`), where s is a scalar constant and
+the product is an intermediate read only by that division or multiplication,
+into ONE task: `baddbmm` (`addmm`) with alpha = 1 / s (or s) and beta = 0, so
+the scale is applied in the product's store and the elementwise task and its
+hand-over disappear. Attention's `q @ k.transpose(-2, -1) / sqrt(d)` is the
+case it was made for. With beta = 0 the bias operand is never read; it is a
+stride-0 view of the scale's own constant, so no buffer is added. Dividing by
+s and multiplying by 1 / s may differ in the last bit for an s that is not a
+power of two (as they may under torch.compile).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from ._lowering import attribute_text, contiguous_strides
+from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
+
+# The product op -> the op with alpha and beta that replaces it.
+_SCALED = {"bmm": "baddbmm", "matmul": "addmm"}
+_FLOATS = ("f32", "f64", "f16", "bf16")
+
+
+def fold_matmul_scales(program: Program) -> Program:
+    """`program` with its foldable scales folded (the same object, changed in
+    place, is returned). A program with unsupported ops is left alone."""
+    if not program.supported or not program.tasks:
+        return program
+    removed: set[int] = set()
+    for i, task in enumerate(program.tasks):
+        found = _foldable(program, i)
+        if found is None:
+            continue
+        producer, alpha, scale_view, out = found
+        product = program.tasks[producer]
+        bias = View(scale_view.buffer, scale_view.offset, scale_view.dtype, out.sizes,
+                    (0,) * len(out.sizes))
+        program.tasks[producer] = Task(
+            _SCALED[product.op], product.dtype, product.tensors[:2] + [bias, out],
+            {"alpha": attribute_text(alpha), "beta": attribute_text(0.0)}, list(product.deps),
+            None, f"{product.source} + {task.source}".strip(" +"))
+        removed.add(i)
+        for later in program.tasks[i + 1:]:
+            later.deps = sorted({producer if d == i else d for d in later.deps})
+    if removed:
+        _drop_tasks(program, removed)
+    return program
+
+
+def _foldable(program: Program, i: int) -> Optional[tuple[int, float, View, View]]:
+    """(producer task, alpha, the scale's view, the view the product writes
+    instead) when task i is a foldable scale of a product, else None. The
+    scale may read the product reshaped (4-D attention scores of a 3-D bmm):
+    its output is then written through the product's shape, which needs it
+    row-major."""
+    task = program.tasks[i]
+    if task.op not in ("div", "mul") or task.fused is not None or task.out_dtype is not None:
+        return None
+    if task.dtype not in _FLOATS or len(task.tensors) != 3:
+        return None
+    first, second, out = task.tensors
+    candidates = [(first, second)] if task.op == "div" else [(first, second), (second, first)]
+    for product_view, scale_view in candidates:
+        scale = _scalar_of(program, scale_view, task.dtype)
+        if scale is None or (task.op == "div" and scale == 0):
+            continue
+        producer = _sole_product(program, product_view, i)
+        if producer is None or product_view.sizes != out.sizes:
+            continue
+        if not _written_only_by(program, out, i):
+            continue
+        alpha = 1.0 / scale if task.op == "div" else scale
+        if not math.isfinite(alpha):
+            continue
+        written = program.tasks[producer].tensors[-1]
+        if out.sizes != written.sizes:
+            if not _row_major(out):
+                continue
+            out = View(out.buffer, out.offset, out.dtype, written.sizes,
+                       contiguous_strides(written.sizes))
+        return producer, alpha, scale_view, out
+    return None
+
+
+def _scalar_of(program: Program, view: View, dtype: str) -> Optional[float]:
+    buffer = program.buffers[view.buffer]
+    if buffer.kind != CONSTANT or buffer.scalar is None or buffer.dtype != dtype:
+        return None
+    value = float(buffer.scalar)
+    return value if math.isfinite(value) else None
+
+
+def _row_major(view: View) -> bool:
+    expected = contiguous_strides(view.sizes)
+    return all(st == e for size, st, e in zip(view.sizes, view.strides, expected) if size != 1)
+
+
+def _numel(sizes: tuple[int, ...]) -> int:
+    return math.prod(sizes)
+
+
+def _sole_product(program: Program, view: View, reader: int) -> Optional[int]:
+    """The bmm / matmul task whose whole output `view` is (as written, or
+    reshaped in the same row-major order), when `reader` is the only task
+    that reads or writes it after that task."""
+    buffer = program.buffers[view.buffer]
+    if buffer.kind != INTERMEDIATE or view.offset != 0:
+        return None
+    same = view.sizes == buffer.sizes and view.strides == buffer.strides
+    whole_buffer = View(view.buffer, 0, view.dtype, buffer.sizes, buffer.strides)
+    reshaped = (_row_major(view) and _row_major(whole_buffer) and
+                _numel(view.sizes) == _numel(buffer.sizes))
+    if not (same or reshaped):
+        return None
+    users = [k for k, t in enumerate(program.tasks) if any(v.buffer == view.buffer for v in t.tensors)]
+    if len(users) != 2 or users[1] != reader:
+        return None
+    producer = program.tasks[users[0]]
+    if producer.op not in _SCALED or producer.fused is not None:
+        return None
+    written = producer.tensors[-1]
+    whole = written.offset == 0 and written.sizes == buffer.sizes and written.strides == buffer.strides
+    if not whole or producer.dtype != program.tasks[reader].dtype:
+        return None
+    return users[0]
+
+
+def _written_only_by(program: Program, out: View, writer: int) -> bool:
+    """Whether no task but `writer` writes `out`'s buffer and none reads it
+    before `writer` (so the product may write it in its place)."""
+    from ._fusion import _num_inputs  # the inputs/outputs split of a task
+
+    for k, t in enumerate(program.tasks):
+        if k == writer:
+            continue
+        n_in = _num_inputs(t)
+        if any(v.buffer == out.buffer for v in t.tensors[n_in:]):
+            return False
+        if k < writer and any(v.buffer == out.buffer for v in t.tensors[:n_in]):
+            return False
+    return True
+
+
+def _drop_tasks(program: Program, removed: set[int]) -> None:
+    from ._fusion import _drop_unused_buffers
+
+    new_index: dict[int, int] = {}
+    kept: list[Task] = []
+    for i, task in enumerate(program.tasks):
+        if i in removed:
+            continue
+        new_index[i] = len(kept)
+        kept.append(task)
+    for n, task in enumerate(kept):
+        task.deps = sorted({new_index[d] for d in task.deps if d in new_index} - {n})
+    program.tasks = kept
+    _drop_unused_buffers(program)
