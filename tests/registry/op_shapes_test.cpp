@@ -494,6 +494,39 @@ TEST_F(OpShapesTest, LayerNormAndRmsNormOfOneAndEightTokens) {
   }
 }
 
+// layer_norm's `activation` (1 gelu, 2 gelu_tanh, 3 relu) applied in its
+// store, on the warp path and the block path.
+TEST_F(OpShapesTest, LayerNormAppliesItsActivationInTheStore) {
+  const auto activate = [](int activation, double x) {
+    if (activation == 1) return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    if (activation == 2) {
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+    return x < 0 ? 0.0 : x;
+  };
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    for (long long n : {64LL, 256LL, 1000LL}) {
+      const long long batch = 8;
+      HostTensor a = HostTensor::Dense(dtype, {batch, n}, Random(batch * n, -3, 3));
+      HostTensor weight = HostTensor::Dense(dtype, {n}, Random(n, 0.5, 1.5));
+      HostTensor bias = HostTensor::Dense(dtype, {n}, Random(n, -1, 1));
+      const std::vector<double> normalized =
+          testing::LayerNormReference(a.Values(), n, weight.Values(), bias.Values(), 1e-5);
+      for (int activation : {1, 2, 3}) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " n " + std::to_string(n) + " activation " +
+                     std::to_string(activation));
+        std::vector<double> reference;
+        for (double v : normalized) reference.push_back(activate(activation, v));
+        HostTensor out = HostTensor::Poisoned(dtype, {batch, n});
+        Run("layer_norm", dtype, {&a, &weight, &bias, &out}, batch * n, 3,
+            {{"eps", "1e-5"}, {"activation", std::to_string(activation)}});
+        if (HasFatalFailure()) return;
+        Expect(out, reference, Tolerance(dtype));
+      }
+    }
+  }
+}
+
 // The decoder step's KV-cache append: [1, 4, 128, 64] and [1, 4, 1, 64]
 // joined along dimension 2, dense (the fast path: out as [outer, inner]
 // rows) and with the cache transposed (per-element coordinates), in tiles.

@@ -1,5 +1,6 @@
-"""Folding a scalar scale into the matrix product that feeds it (docs/pytorch.md,
-"Elementwise fusion").
+"""Folding an elementwise task into the task that feeds it (docs/pytorch.md,
+"Elementwise fusion"): a scalar scale into a matrix product, an activation
+into layer_norm.
 
 `fold_matmul_scales(program)` rewrites `bmm(a, b) / s`, `bmm(a, b) * s` and
 `s * bmm(a, b)` (and the same with `matmul`), where s is a scalar constant and
@@ -11,6 +12,13 @@ case it was made for. With beta = 0 the bias operand is never read; it is a
 stride-0 view of the scale's own constant, so no buffer is added. Dividing by
 s and multiplying by 1 / s may differ in the last bit for an s that is not a
 power of two (as they may under torch.compile).
+
+`fold_norm_activations(program)` rewrites `gelu(layer_norm(x))` (and
+gelu_tanh, relu), where the normalized tensor is read only by the
+activation, into ONE layer_norm task with its `activation` attribute set:
+the activation is applied in the store, to the value rounded to the
+output's dtype as the separate task would have read it (MLP blocks:
+Linear, LayerNorm, GELU).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
 
 # The product op -> the op with alpha and beta that replaces it.
 _SCALED = {"bmm": "baddbmm", "matmul": "addmm"}
+# Activation op -> layer_norm's `activation` value (normalization.cuh).
+_NORM_ACTIVATIONS = {"gelu": 1, "gelu_tanh": 2, "relu": 3}
 _FLOATS = ("f32", "f64", "f16", "bf16")
 
 
@@ -104,8 +114,9 @@ def _numel(sizes: tuple[int, ...]) -> int:
     return math.prod(sizes)
 
 
-def _sole_product(program: Program, view: View, reader: int) -> Optional[int]:
-    """The bmm / matmul task whose whole output `view` is (as written, or
+def _sole_product(program: Program, view: View, reader: int,
+                  ops=tuple(_SCALED)) -> Optional[int]:
+    """The task of one of `ops` whose whole output `view` is (as written, or
     reshaped in the same row-major order), when `reader` is the only task
     that reads or writes it after that task."""
     buffer = program.buffers[view.buffer]
@@ -121,13 +132,44 @@ def _sole_product(program: Program, view: View, reader: int) -> Optional[int]:
     if len(users) != 2 or users[1] != reader:
         return None
     producer = program.tasks[users[0]]
-    if producer.op not in _SCALED or producer.fused is not None:
+    if producer.op not in ops or producer.fused is not None:
         return None
     written = producer.tensors[-1]
     whole = written.offset == 0 and written.sizes == buffer.sizes and written.strides == buffer.strides
     if not whole or producer.dtype != program.tasks[reader].dtype:
         return None
     return users[0]
+
+
+def fold_norm_activations(program: Program) -> Program:
+    """`program` with activations of layer_norm results folded into the
+    layer_norm tasks (the same object, changed in place, is returned)."""
+    if not program.supported or not program.tasks:
+        return program
+    removed: set[int] = set()
+    for i, task in enumerate(program.tasks):
+        if task.op not in _NORM_ACTIVATIONS or task.fused is not None or task.out_dtype is not None:
+            continue
+        if len(task.tensors) != 2 or task.dtype not in _FLOATS:
+            continue
+        x, out = task.tensors
+        producer = _sole_product(program, x, i, ops=("layer_norm",))
+        if producer is None or x.sizes != out.sizes:
+            continue
+        norm = program.tasks[producer]
+        if norm.tensors[-1].sizes != out.sizes or int(norm.attributes.get("activation", "0")):
+            continue
+        if not _written_only_by(program, out, i):
+            continue
+        norm.tensors = norm.tensors[:-1] + [out]
+        norm.attributes = {**norm.attributes, "activation": str(_NORM_ACTIVATIONS[task.op])}
+        norm.source = f"{norm.source} + {task.source}".strip(" +")
+        removed.add(i)
+        for later in program.tasks[i + 1:]:
+            later.deps = sorted({producer if d == i else d for d in later.deps})
+    if removed:
+        _drop_tasks(program, removed)
+    return program
 
 
 def _written_only_by(program: Program, out: View, writer: int) -> bool:

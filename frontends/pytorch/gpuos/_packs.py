@@ -77,7 +77,7 @@ STANDARD_OPERATORS: dict[str, OpSpec] = {
     "round": OpSpec(1, 1, "f32 f16 bf16 f64"),
     "softmax": OpSpec(1, 1, "f32 f16 bf16 f64"),
     "log_softmax": OpSpec(1, 1, "f32 f16 bf16 f64"),
-    "layer_norm": OpSpec(3, 1, "f32 f16 bf16 f64", ('eps',)),
+    "layer_norm": OpSpec(3, 1, "f32 f16 bf16 f64", ('eps', 'activation')),
     "rms_norm": OpSpec(2, 1, "f32 f16 bf16 f64", ('eps',)),
     "sum": OpSpec(1, 1, "f32 f16 bf16 f64 i32 i64"),
     "mean": OpSpec(1, 1, "f32 f16 bf16 f64"),

@@ -15,6 +15,13 @@ import torch
 from ._packs import ITEM_SIZES, TORCH_DTYPES
 from ._program import CONSTANT, INPUT, Program, View
 
+# layer_norm's `activation` attribute (device/include/gpuos/device/normalization.cuh).
+NORM_ACTIVATIONS = {
+    1: torch.nn.functional.gelu,
+    2: lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    3: torch.relu,
+}
+
 
 def _reduce_trailing(x: torch.Tensor, out_rank: int) -> tuple[torch.Tensor, int]:
     """x with its trailing (rank - out_rank) dimensions flattened into one."""
@@ -90,7 +97,11 @@ def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[s
         out.copy_(torch.log_softmax(ins[0], -1))
     elif op == "layer_norm":
         n = ins[0].shape[-1]
-        out.copy_(torch.nn.functional.layer_norm(ins[0], [n], ins[1], ins[2], attrs.get("eps", 1e-5)))
+        result = torch.nn.functional.layer_norm(ins[0], [n], ins[1], ins[2], attrs.get("eps", 1e-5))
+        activation = int(attrs.get("activation", 0))
+        if activation:  # rounded to the output's dtype first, as the separate task reads it
+            result = NORM_ACTIVATIONS[activation](result.to(out.dtype).to(result.dtype))
+        out.copy_(result)
     elif op == "rms_norm":
         x = ins[0]
         scale = torch.rsqrt((x * x).mean(-1, keepdim=True) + attrs.get("eps", 1e-6))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gpuos
-from gpuos._fold import fold_matmul_scales
+from gpuos._fold import fold_matmul_scales, fold_norm_activations
 from gpuos._fusion import optimize
 from gpuos._reference import run_reference
 
@@ -101,3 +101,31 @@ def test_optimize_folds_then_fuses_what_follows():
     ops = [t.op for t in program.tasks]
     assert "div" not in ops and "baddbmm" in ops
     check_against_eager(program, fn, [q, k])
+
+
+@pytest.mark.parametrize("activation, code", [(torch.nn.GELU(), "1"),
+                                              (torch.nn.GELU(approximate="tanh"), "2"),
+                                              (torch.nn.ReLU(), "3")])
+def test_an_activation_of_a_layer_norm_is_applied_in_its_store(activation, code):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), activation)
+    model.requires_grad_(False)
+    x = torch.randn(3, 16)
+    program = optimize(gpuos.lower(model, x))
+    assert [t.op for t in program.tasks] == ["addmm", "layer_norm"]
+    assert program.tasks[1].attributes["activation"] == code
+    check_against_eager(program, model, [x])
+
+
+def test_a_layer_norm_read_twice_keeps_its_activation_task():
+    norm = torch.nn.LayerNorm(8)
+    norm.requires_grad_(False)
+
+    def fn(x):
+        y = norm(x)
+        return torch.nn.functional.gelu(y) + y
+
+    x = torch.randn(4, 8)
+    program = fold_norm_activations(gpuos.lower(fn, x))
+    ops = [t.op for t in program.tasks]
+    assert "gelu" in ops and "activation" not in program.tasks[ops.index("layer_norm")].attributes
+    check_against_eager(program, fn, [x])

@@ -18,6 +18,36 @@
 namespace gpuos {
 namespace device {
 
+// What layer_norm may apply to each result in its store (its `activation`
+// attribute): the formulas of the std.activation / std.elementwise operators
+// of the same names, so that layer_norm followed by one of them (which the
+// PyTorch frontend folds into one task) computes what the two tasks would.
+enum NormActivation : int {
+  kNormActivationNone = 0,
+  kNormActivationGelu = 1,      // gelu, approximate='none' (erf)
+  kNormActivationGeluTanh = 2,  // gelu_tanh
+  kNormActivationRelu = 3,      // relu (NaN stays NaN)
+};
+
+// `y` (the normalized value) stored as T: with an activation it is rounded
+// to T first, as the separate activation task would have read it.
+template <typename T>
+__device__ T NormOutput(compute_type_t<T> y, int activation) {
+  using C = compute_type_t<T>;
+  if (activation == kNormActivationNone) return convert<T>(y);
+  const C x = convert<C>(convert<T>(y));
+  if (activation == kNormActivationGelu) {
+    return convert<T>(static_cast<C>(0.5) * x *
+                      (C(1) + erf(x * static_cast<C>(0.70710678118654752440))));
+  }
+  if (activation == kNormActivationGeluTanh) {
+    const C inner =
+        static_cast<C>(0.79788456080286535588) * (x + static_cast<C>(0.044715) * x * x * x);
+    return convert<T>(static_cast<C>(0.5) * x * (C(1) + tanh(inner)));
+  }
+  return convert<T>(x < C(0) ? C(0) : x);
+}
+
 // Whether `p` is a 1-D tensor of n elements (a per-column parameter).
 template <typename T>
 __device__ bool IsColumnParameter(const TensorAccessor<const T>& p, long long n) {
@@ -38,6 +68,7 @@ struct NormalizeWarpRows {
   const TensorAccessor<T>* out;
   long long n;
   double eps;
+  int activation;  // NormActivation
 
   template <int kPerRow>
   __device__ void Run() const {
@@ -90,7 +121,7 @@ struct NormalizeWarpRows {
         const int k = e % kPerRow;
         const C scaled = v[e] * scale[e / kPerRow] * w[k];
         out->at_offset(out_rows.at(out_base[e / kPerRow], batch.column(e))) =
-            convert<T>(kBias ? scaled + b[k] : scaled);
+            NormOutput<T>(kBias ? scaled + b[k] : scaled, activation);
       }
     });
   }
@@ -101,7 +132,8 @@ template <typename T, bool kBias>
 __device__ void NormalizeBlockRows(const OpContext& ctx, const TensorAccessor<const T>& a,
                                    const TensorAccessor<const T>& weight,
                                    const TensorAccessor<const T>* bias,
-                                   const TensorAccessor<T>& out, long long n, double eps) {
+                                   const TensorAccessor<T>& out, long long n, double eps,
+                                   int activation) {
   using C = compute_type_t<T>;
   const auto plus = [](C x, C y) { return x + y; };
   ForEachRow(ctx, n, [&](long long row, const RowGroup& g) {
@@ -125,8 +157,8 @@ __device__ void NormalizeBlockRows(const OpContext& ctx, const TensorAccessor<co
     for (long long j = g.lane; j < n; j += g.size) {
       const C scaled =
           (load(j) - mean) * scale * convert<C>(weight.at_offset(j * weight.stride(0)));
-      out.at_offset(out_base + j * out.last_stride()) =
-          convert<T>(kBias ? scaled + convert<C>(bias->at_offset(j * bias->stride(0))) : scaled);
+      out.at_offset(out_base + j * out.last_stride()) = NormOutput<T>(
+          kBias ? scaled + convert<C>(bias->at_offset(j * bias->stride(0))) : scaled, activation);
     }
   });
 }
@@ -135,17 +167,23 @@ template <typename T>
 __device__ void LayerNormRows(const OpContext& ctx, const TensorAccessor<const T>& a,
                               const TensorAccessor<const T>& weight,
                               const TensorAccessor<const T>& bias, const TensorAccessor<T>& out,
-                              double eps) {
+                              double eps, long long activation) {
   const long long n = out.last_size();
   if (!a.same_shape(out.desc()) || !IsColumnParameter(weight, n) || !IsColumnParameter(bias, n)) {
     if (ctx.thread_index() == 0) ctx.fail(1);
     return;
   }
+  if (activation < kNormActivationNone || activation > kNormActivationRelu) {
+    if (ctx.thread_index() == 0) ctx.fail(2);
+    return;
+  }
+  const int act = static_cast<int>(activation);
   if (n == 0) return;
   if (n <= kWarpRowLimit) {
-    RunWithRowBatchShape(n, NormalizeWarpRows<T, true>{&ctx, &a, &weight, &bias, &out, n, eps});
+    RunWithRowBatchShape(n,
+                         NormalizeWarpRows<T, true>{&ctx, &a, &weight, &bias, &out, n, eps, act});
   } else {
-    NormalizeBlockRows<T, true>(ctx, a, weight, &bias, out, n, eps);
+    NormalizeBlockRows<T, true>(ctx, a, weight, &bias, out, n, eps, act);
   }
 }
 
@@ -160,9 +198,10 @@ __device__ void RmsNormRows(const OpContext& ctx, const TensorAccessor<const T>&
   }
   if (n == 0) return;
   if (n <= kWarpRowLimit) {
-    RunWithRowBatchShape(n, NormalizeWarpRows<T, false>{&ctx, &a, &weight, nullptr, &out, n, eps});
+    RunWithRowBatchShape(n, NormalizeWarpRows<T, false>{&ctx, &a, &weight, nullptr, &out, n, eps,
+                                                        kNormActivationNone});
   } else {
-    NormalizeBlockRows<T, false>(ctx, a, weight, nullptr, out, n, eps);
+    NormalizeBlockRows<T, false>(ctx, a, weight, nullptr, out, n, eps, kNormActivationNone);
   }
 }
 
