@@ -153,8 +153,11 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("{\"probe\": \"stream_wait_latency\", \"device\": \"%s\", \"reps\": %d,\n", prop.name,
-              reps);
+  const char* commit = std::getenv("GPUOS_COMMIT");
+  std::printf(
+      "{\"probe\": \"stream_wait_latency\", \"commit\": \"%s\", \"device\": \"%s\", "
+      "\"reps\": %d,\n",
+      commit != nullptr ? commit : "unknown", prop.name, reps);
   for (int m = 0; m < kModes; ++m) {
     std::printf("  \"%s_us\": %.3f,\n", modes[m], Median(samples[m]));
   }

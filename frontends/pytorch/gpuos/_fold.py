@@ -54,9 +54,7 @@ def fold_matmul_scales(program: Program) -> Program:
             _SCALED[product.op], product.dtype, product.tensors[:2] + [bias, out],
             {"alpha": attribute_text(alpha), "beta": attribute_text(0.0)}, list(product.deps),
             None, f"{product.source} + {task.source}".strip(" +"))
-        removed.add(i)
-        for later in program.tasks[i + 1:]:
-            later.deps = sorted({producer if d == i else d for d in later.deps})
+        _fold_into(program, removed, i, producer)
     if removed:
         _drop_tasks(program, removed)
     return program
@@ -164,12 +162,18 @@ def fold_norm_activations(program: Program) -> Program:
         norm.tensors = norm.tensors[:-1] + [out]
         norm.attributes = {**norm.attributes, "activation": str(_NORM_ACTIVATIONS[task.op])}
         norm.source = f"{norm.source} + {task.source}".strip(" +")
-        removed.add(i)
-        for later in program.tasks[i + 1:]:
-            later.deps = sorted({producer if d == i else d for d in later.deps})
+        _fold_into(program, removed, i, producer)
     if removed:
         _drop_tasks(program, removed)
     return program
+
+
+def _fold_into(program: Program, removed: set[int], folded: int, producer: int) -> None:
+    """Task `folded`'s work now happens in `producer`: it is dropped, and the
+    tasks after it that waited for it wait for the producer."""
+    removed.add(folded)
+    for later in program.tasks[folded + 1:]:
+        later.deps = sorted({producer if d == folded else d for d in later.deps})
 
 
 def _written_only_by(program: Program, out: View, writer: int) -> bool:

@@ -81,11 +81,8 @@ struct NormalizeWarpRows {
     ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
       long long a_base[kRows];
       long long out_base[kRows];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        a_base[r] = batch.has_row(r) ? a_rows.base(batch.first + r) : 0;
-        out_base[r] = batch.has_row(r) ? out_rows.base(batch.first + r) : 0;
-      }
+      batch.row_bases(a_rows, a_base);
+      batch.row_bases(out_rows, out_base);
       // The lane's weights and biases (the same columns in every batch) with
       // the batch's values: one round of loads.
       C w[kPerRow];

@@ -90,6 +90,11 @@ struct WarpRowBatch {
   __device__ long long column(int e) const { return lane + 32ll * (e % kPerRow); }
   __device__ bool has_row(int r) const { return first + r < end; }
   __device__ bool has(int e) const { return row(e) < end && column(e) < n; }
+  // Where each of the batch's rows starts in a tensor (0 past the task's rows).
+  __device__ void row_bases(const RowOffsets& rows, long long (&base)[kRows]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) base[r] = has_row(r) ? rows.base(first + r) : 0;
+  }
 
   // out[r] = combine folded over map(v[e]) for row r's existing elements
   // (identity for none), in every lane of the warp. Every lane must call it.
