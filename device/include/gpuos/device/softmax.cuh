@@ -1,13 +1,13 @@
 // Row-wise operators along the last dimension: softmax and log_softmax, and
-// the row loop (ForEachRow) that they and the std.normalization operators'
-// layer_norm and rms_norm bodies share (operators/std_normalization.yaml).
+// the row loop (ForEachRow) that the std.normalization operators' long rows
+// also use (normalization.cuh).
 //
 // Work items are out's elements; a task handles the rows whose first element
 // lies in its tile (OpContext::first_unit / end_unit). Rows of up to
-// kWarpRowLimit elements are handled one per warp (the block's warps take
-// the task's rows in turn; warp shuffles reduce, no block barrier); longer
-// rows by the whole block (OpContext::reduce). The choice depends on the row
-// length only, so results do not depend on how the host splits the work.
+// kWarpRowLimit elements are held in registers, a batch of rows per warp
+// (row_batch.cuh); longer rows are handled one at a time by the whole block
+// (ForEachRow, OpContext::reduce). The choice depends on the row length only,
+// so results do not depend on how the host splits the work.
 #pragma once
 
 #include "gpuos/device/dtype_traits.cuh"
