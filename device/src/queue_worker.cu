@@ -660,8 +660,8 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
       // Idle blocks back off (up to 2 us) so that their polling does not
       // slow the busy blocks' atomics on the same lines; while a submission
       // is in flight, by at most kBusyIdleSleepNs, since its tiles and
-      // successors may be pushed at any moment (a 2 us nap delayed every
-      // tiled task's helpers by about 1 us on average).
+      // successors may be pushed at any moment (a 2 us nap could hold a
+      // tiled task's helper entries in the ring that long).
       if (threadIdx.x == 0) {
         unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);
         if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {

@@ -26,8 +26,15 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from ._fusion import _drop_unused_buffers, buffer_uses
 from ._lowering import attribute_text, contiguous_strides
 from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
+
+# Each pass finds its candidates with the buffer uses of the program as it
+# came in (_fusion.buffer_uses, once per pass). A fold moves a write from the
+# folded task to its producer while the folded task stays listed until the
+# end, so later lookups see one writer too many at most: they fold less,
+# never wrongly.
 
 # The product op -> the op with alpha and beta that replaces it.
 _SCALED = {"bmm": "baddbmm", "matmul": "addmm"}
@@ -41,9 +48,10 @@ def fold_matmul_scales(program: Program) -> Program:
     place, is returned). A program with unsupported ops is left alone."""
     if not program.supported or not program.tasks:
         return program
-    removed: set[int] = set()
+    writers, readers = buffer_uses(program.tasks)
+    folded: dict[int, int] = {}  # folded task -> the producer that does its work
     for i, task in enumerate(program.tasks):
-        found = _foldable(program, i)
+        found = _foldable(program, i, writers, readers)
         if found is None:
             continue
         producer, alpha, scale_view, out = found
@@ -54,13 +62,14 @@ def fold_matmul_scales(program: Program) -> Program:
             _SCALED[product.op], product.dtype, product.tensors[:2] + [bias, out],
             {"alpha": attribute_text(alpha), "beta": attribute_text(0.0)}, list(product.deps),
             None, f"{product.source} + {task.source}".strip(" +"))
-        _fold_into(program, removed, i, producer)
-    if removed:
-        _drop_tasks(program, removed)
+        folded[i] = producer
+    if folded:
+        _drop_tasks(program, folded)
     return program
 
 
-def _foldable(program: Program, i: int) -> Optional[tuple[int, float, View, View]]:
+def _foldable(program: Program, i: int, writers: dict,
+              readers: dict) -> Optional[tuple[int, float, View, View]]:
     """(producer task, alpha, the scale's view, the view the product writes
     instead) when task i is a foldable scale of a product, else None. The
     scale may read the product reshaped (4-D attention scores of a 3-D bmm):
@@ -77,10 +86,10 @@ def _foldable(program: Program, i: int) -> Optional[tuple[int, float, View, View
         scale = _scalar_of(program, scale_view, task.dtype)
         if scale is None or (task.op == "div" and scale == 0):
             continue
-        producer = _sole_product(program, product_view, i)
+        producer = _sole_product(program, product_view, i, writers, readers, tuple(_SCALED))
         if producer is None or product_view.sizes != out.sizes:
             continue
-        if not _written_only_by(program, out, i):
+        if not _written_only_by(out, i, writers, readers):
             continue
         alpha = 1.0 / scale if task.op == "div" else scale
         if not math.isfinite(alpha):
@@ -112,11 +121,11 @@ def _numel(sizes: tuple[int, ...]) -> int:
     return math.prod(sizes)
 
 
-def _sole_product(program: Program, view: View, reader: int,
-                  ops=tuple(_SCALED)) -> Optional[int]:
+def _sole_product(program: Program, view: View, reader: int, writers: dict, readers: dict,
+                  ops: tuple[str, ...]) -> Optional[int]:
     """The task of one of `ops` whose whole output `view` is (as written, or
-    reshaped in the same row-major order), when `reader` is the only task
-    that reads or writes it after that task."""
+    reshaped in the same row-major order), when that task is the buffer's
+    only writer and `reader` its only reader."""
     buffer = program.buffers[view.buffer]
     if buffer.kind != INTERMEDIATE or view.offset != 0:
         return None
@@ -126,17 +135,17 @@ def _sole_product(program: Program, view: View, reader: int,
                 _numel(view.sizes) == _numel(buffer.sizes))
     if not (same or reshaped):
         return None
-    users = [k for k, t in enumerate(program.tasks) if any(v.buffer == view.buffer for v in t.tensors)]
-    if len(users) != 2 or users[1] != reader:
+    written_by = writers.get(view.buffer, [])
+    if len(written_by) != 1 or written_by[0] >= reader or set(readers[view.buffer]) != {reader}:
         return None
-    producer = program.tasks[users[0]]
+    producer = program.tasks[written_by[0]]
     if producer.op not in ops or producer.fused is not None:
         return None
     written = producer.tensors[-1]
     whole = written.offset == 0 and written.sizes == buffer.sizes and written.strides == buffer.strides
     if not whole or producer.dtype != program.tasks[reader].dtype:
         return None
-    return users[0]
+    return written_by[0]
 
 
 def fold_norm_activations(program: Program) -> Program:
@@ -144,65 +153,49 @@ def fold_norm_activations(program: Program) -> Program:
     layer_norm tasks (the same object, changed in place, is returned)."""
     if not program.supported or not program.tasks:
         return program
-    removed: set[int] = set()
+    writers, readers = buffer_uses(program.tasks)
+    folded: dict[int, int] = {}  # folded task -> the layer_norm that does its work
     for i, task in enumerate(program.tasks):
         if task.op not in _NORM_ACTIVATIONS or task.fused is not None or task.out_dtype is not None:
             continue
         if len(task.tensors) != 2 or task.dtype not in _FLOATS:
             continue
         x, out = task.tensors
-        producer = _sole_product(program, x, i, ops=("layer_norm",))
+        producer = _sole_product(program, x, i, writers, readers, ("layer_norm",))
         if producer is None or x.sizes != out.sizes:
             continue
         norm = program.tasks[producer]
         if norm.tensors[-1].sizes != out.sizes or int(norm.attributes.get("activation", "0")):
             continue
-        if not _written_only_by(program, out, i):
+        if not _written_only_by(out, i, writers, readers):
             continue
         norm.tensors = norm.tensors[:-1] + [out]
         norm.attributes = {**norm.attributes, "activation": str(_NORM_ACTIVATIONS[task.op])}
         norm.source = f"{norm.source} + {task.source}".strip(" +")
-        _fold_into(program, removed, i, producer)
-    if removed:
-        _drop_tasks(program, removed)
+        folded[i] = producer
+    if folded:
+        _drop_tasks(program, folded)
     return program
 
 
-def _fold_into(program: Program, removed: set[int], folded: int, producer: int) -> None:
-    """Task `folded`'s work now happens in `producer`: it is dropped, and the
-    tasks after it that waited for it wait for the producer."""
-    removed.add(folded)
-    for later in program.tasks[folded + 1:]:
-        later.deps = sorted({producer if d == folded else d for d in later.deps})
+def _written_only_by(out: View, writer: int, writers: dict, readers: dict) -> bool:
+    """Whether `writer` is the only task that writes `out`'s buffer and none
+    reads it before `writer` (so the producer may write it in its place)."""
+    return (writers.get(out.buffer, []) == [writer] and
+            all(r >= writer for r in readers.get(out.buffer, [])))
 
 
-def _written_only_by(program: Program, out: View, writer: int) -> bool:
-    """Whether no task but `writer` writes `out`'s buffer and none reads it
-    before `writer` (so the product may write it in its place)."""
-    from ._fusion import _num_inputs  # the inputs/outputs split of a task
-
-    for k, t in enumerate(program.tasks):
-        if k == writer:
-            continue
-        n_in = _num_inputs(t)
-        if any(v.buffer == out.buffer for v in t.tensors[n_in:]):
-            return False
-        if k < writer and any(v.buffer == out.buffer for v in t.tensors[:n_in]):
-            return False
-    return True
-
-
-def _drop_tasks(program: Program, removed: set[int]) -> None:
-    from ._fusion import _drop_unused_buffers
-
+def _drop_tasks(program: Program, folded: dict[int, int]) -> None:
+    """Drops the folded tasks; the tasks that waited for one wait for the
+    producer that now does its work."""
     new_index: dict[int, int] = {}
     kept: list[Task] = []
     for i, task in enumerate(program.tasks):
-        if i in removed:
+        if i in folded:
             continue
         new_index[i] = len(kept)
         kept.append(task)
     for n, task in enumerate(kept):
-        task.deps = sorted({new_index[d] for d in task.deps if d in new_index} - {n})
+        task.deps = sorted({new_index[folded.get(d, d)] for d in task.deps} - {n})
     program.tasks = kept
     _drop_unused_buffers(program)

@@ -84,14 +84,7 @@ def fuse_elementwise(program: Program) -> Program:
     if not program.supported or not program.tasks:
         return program
     tasks = program.tasks
-    writers: dict[int, list[int]] = {}
-    readers: dict[int, list[int]] = {}
-    for i, task in enumerate(tasks):
-        n_in = _num_inputs(task)
-        for v in task.tensors[:n_in]:
-            readers.setdefault(v.buffer, []).append(i)
-        for v in task.tensors[n_in:]:
-            writers.setdefault(v.buffer, []).append(i)
+    writers, readers = buffer_uses(tasks)
     group_of: dict[int, _Group] = {}
     for i, task in enumerate(tasks):
         if not _fusible(task):
@@ -122,6 +115,20 @@ def fuse_elementwise(program: Program) -> Program:
         return program
     _rewrite(program, list(groups.values()), group_of)
     return program
+
+
+def buffer_uses(tasks: list[Task]) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """(writers, readers): for each buffer, the indices of the tasks that write
+    it and of those that read it, in program order."""
+    writers: dict[int, list[int]] = {}
+    readers: dict[int, list[int]] = {}
+    for i, task in enumerate(tasks):
+        n_in = _num_inputs(task)
+        for v in task.tensors[:n_in]:
+            readers.setdefault(v.buffer, []).append(i)
+        for v in task.tensors[n_in:]:
+            writers.setdefault(v.buffer, []).append(i)
+    return writers, readers
 
 
 def _num_inputs(task: Task) -> int:
