@@ -26,6 +26,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "gpuos/device/matmul.cuh"
@@ -73,7 +75,10 @@ __device__ MatmulFewRowsLayout OldChooseLayout(long long cols, long long k, long
     l.k_fast = k_fast;
     const int teams_log2 = OldLog2(teams);
     const long long per_team = OldCeilShift(cols, teams_log2);
+    // (4 was kMatmulFewRowsCols then; capped by today's value so that both
+    // choosers are compared on the same column limit.)
     l.cols = per_team >= 3 ? 4 : static_cast<int>(per_team);
+    if (l.cols > gpuos::device::kMatmulFewRowsCols) l.cols = gpuos::device::kMatmulFewRowsCols;
     l.groups = k_fast ? (l.lanes > 32 ? l.lanes / 32 : 1) : (l.lanes < kWarps ? l.lanes : kWarps);
     const int slot_bytes_log2 =
         OldLog2(static_cast<long long>(l.groups) * teams * l.cols * value_bytes);
@@ -210,7 +215,20 @@ __global__ void __launch_bounds__(kWorkerThreads)
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --carveout P: the kernel's preferred shared-memory carveout in percent
+  // (cudaFuncAttributePreferredSharedMemoryCarveout; 0 = the most L1), to see
+  // whether the indirect call's register saves stay in L1. Default: the
+  // driver's choice.
+  int carveout = -1;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--carveout") carveout = std::atoi(argv[i + 1]);
+  }
+  if (carveout >= 0 && cudaFuncSetAttribute(Probe, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            carveout) != cudaSuccess) {
+    std::printf("FAILED: cudaFuncSetAttribute: %s\n", cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
   float *x, *w, *out;
   unsigned long long* ns;
   cudaMalloc(&x, 16 * kK * sizeof(float));
@@ -221,7 +239,8 @@ int main() {
   cudaMemset(w, 0, kN * kK * sizeof(float));
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
-  std::printf("{\"device\": \"%s\", \"k\": %lld, \"n\": %lld, \"cases\": [\n", prop.name, kK, kN);
+  std::printf("{\"device\": \"%s\", \"carveout\": %d, \"k\": %lld, \"n\": %lld, \"cases\": [\n",
+              prop.name, carveout, kK, kN);
   bool first = true;
   for (long long rows : {1LL, 4LL, 8LL}) {
     for (long long cols : {29LL, 64LL, 256LL}) {

@@ -5,6 +5,7 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -186,6 +187,13 @@ std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
   if (auto timing = GetEnv("GPUOS_PHASE_TIMING"); timing && !timing->empty() && *timing != "0") {
     options.push_back("-DGPUOS_PHASE_TIMING=1");
   }
+  // Diagnostic: ptxas's register and stack-frame report for every unit,
+  // printed to stderr as each unit compiles (GPUOS_PTXAS_INFO=1). An operator
+  // whose stack frame is large pays for it on every call: the indirect call's
+  // callee-saved registers are stored and reloaded by every thread.
+  if (auto info = GetEnv("GPUOS_PTXAS_INFO"); info && !info->empty() && *info != "0") {
+    options.push_back("-Xptxas=-v");
+  }
   return options;
 }
 
@@ -225,6 +233,9 @@ Expected<std::string> CompileUnit(const GeneratedSource& source, const std::stri
     std::string log = RewriteNvrtcLog(NvrtcLog(program));
     if (log.empty()) log = nvrtcGetErrorString(result);
     return CompileError(log);
+  }
+  if (auto info = GetEnv("GPUOS_PTXAS_INFO"); info && !info->empty() && *info != "0") {
+    std::fprintf(stderr, "%s: %s\n", source.program_name.c_str(), NvrtcLog(program).c_str());
   }
   const bool lto = mode == LinkMode::kLto;
   size_t size = 0;

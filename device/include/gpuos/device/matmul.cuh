@@ -269,6 +269,19 @@ struct MatmulDispatch<__nv_bfloat16> {
   }
 };
 
+// The tiled path, kept out of line: inlined next to the few-rows path, its
+// registers raised the operator's register count and with it the
+// callee-saved registers every call of the operator stores and reloads (the
+// register budget in matmul_few_rows.cuh). Called last, with nothing live
+// after it, it costs the few-rows path nothing.
+template <typename T, typename Epilogue>
+__device__ __noinline__ void MatmulTiledPath(const OpContext& ctx, const TensorAccessor<const T>& a,
+                                             const TensorAccessor<const T>& b,
+                                             const TensorAccessor<T>& out, const MatmulShape& s,
+                                             const Epilogue& epilogue) {
+  MatmulDispatch<T>::Run(ctx, a, b, out, s, epilogue);
+}
+
 // The path for `s` (few rows or tiles), stored through `epilogue`.
 template <typename T, typename Epilogue>
 __device__ void MatmulRun(const OpContext& ctx, const TensorAccessor<const T>& a,
@@ -278,7 +291,7 @@ __device__ void MatmulRun(const OpContext& ctx, const TensorAccessor<const T>& a
     MatmulFewRows<T>(ctx, a, b, out, s, epilogue);
     return;
   }
-  MatmulDispatch<T>::Run(ctx, a, b, out, s, epilogue);
+  MatmulTiledPath<T>(ctx, a, b, out, s, epilogue);
 }
 
 // out = a x b for the columns (few rows) or tiles this task owns; reports

@@ -57,9 +57,24 @@ namespace device {
 // reuse b across rows.
 constexpr long long kMatmulFewRowsMax = 16;
 // Rows and columns of the partial sums each thread keeps in registers.
+//
+// Register budget. The worker calls an operator through a function pointer,
+// and the call ABI makes the callee store and reload every register it uses
+// above roughly the first 120 (callee-saved), in every thread: with 4 x 4
+// partial sums and 8 K steps of loads in flight, this path used all 255
+// registers and its operators saved 132 of them per call, which cost a
+// 29-column tile 2.7 us of its 6.0 (H100, bench/probes/matmul_few_rows.cu
+// at the tree of 4ee57a8 plus these constants as a sweep). 4 x 2 sums and 4
+// steps (f32) keep the path under that line; the same tile then took 3.8 us
+// through the pointer (2.5 us inlined), and tiles of 4 and 8 rows gained
+// as much. Only whole-matrix tiles of 256 columns were slower (20.9 us
+// instead of 14.9): the default tiling makes tiles of about 32 columns at
+// K = 256. ptxas's report for the operators: GPUOS_PTXAS_INFO=1 (docs/jit.md).
 constexpr int kMatmulFewRowsRows = 4;
-constexpr int kMatmulFewRowsCols = 4;
+constexpr int kMatmulFewRowsCols = 2;
 
+static_assert((kMatmulFewRowsCols & (kMatmulFewRowsCols - 1)) == 0,
+              "columns per team: a power of 2");
 static_assert((kMatmulThreads & (kMatmulThreads - 1)) == 0 && kMatmulThreads % 32 == 0,
               "the layouts assume a power-of-2 block of whole warps");
 // The scratch holds groups x teams <= kMatmulThreads partial blocks of at
@@ -67,17 +82,18 @@ static_assert((kMatmulThreads & (kMatmulThreads - 1)) == 0 && kMatmulThreads % 3
 static_assert(kMatmulThreads * kMatmulFewRowsCols * sizeof(double) <= kWorkerScratchBytes,
               "one row of partial sums per thread must fit the block's scratch");
 
-// K steps per load round: 8 for float (32 loads of b in flight per thread),
-// 4 for double (the same registers).
+// K steps per load round: 4 for float (8 loads of b in flight per thread,
+// with 16 of a), 2 for double (the same registers); see the register budget
+// above.
 template <typename C>
 struct MatmulFewRowsUnroll {
-  static constexpr int kValue = sizeof(C) == 8 ? 4 : 8;
+  static constexpr int kValue = sizeof(C) == 8 ? 2 : 4;
 };
 
 struct MatmulFewRowsLayout {
   int teams;        // column teams, a power of 2 in [1, kMatmulThreads]
   int lanes;        // threads per team (they split K): kMatmulThreads / teams
-  int cols;         // columns per team per pass: 1, 2 or 4
+  int cols;         // columns per team per pass: a power of 2 up to kMatmulFewRowsCols
   int groups;       // warps a team spans (its partial sums meet in scratch when > 1)
   int reduce_rows;  // rows of partial sums per scratch round (groups > 1)
   bool k_fast;      // a team is consecutive threads (they walk K)
@@ -97,7 +113,7 @@ __host__ __device__ constexpr int MatmulFloorLog2(unsigned long long v) {
 }
 
 // The layout for `cols` (>= 1) columns of a batch item with `k` (>= 0) and
-// `rows` (>= 1) rows, loads of `unroll` (4 or 8) K steps a round and partial
+// `rows` (>= 1) rows, loads of `unroll` (2, 4 or 8) K steps a round and partial
 // sums of `value_bytes` (4 or 8) bytes. Every thread computes the same one.
 //
 // Every tile pays for this before its first load, so it is kept to 32-bit
@@ -113,13 +129,14 @@ __device__ inline MatmulFewRowsLayout ChooseMatmulFewRowsLayout(long long cols, 
   constexpr int kWarps = kMatmulThreads / 32;
   constexpr int kThreadsLog2 = MatmulFloorLog2(kMatmulThreads);
   constexpr int kScratchLog2 = MatmulFloorLog2(kWorkerScratchBytes);
+  constexpr int kColsLog2 = MatmulFloorLog2(kMatmulFewRowsCols);
   constexpr long long kClamp = 1ll << 30;
   const int n = static_cast<int>(cols < kClamp ? cols : kClamp);
   const int depth = static_cast<int>(k < kClamp ? k : kClamp);
   const int row_count = static_cast<int>(rows < kClamp ? rows : kClamp);
   const int chunk_rows = row_count < kMatmulFewRowsRows ? row_count : kMatmulFewRowsRows;
   const int chunks = (row_count + kMatmulFewRowsRows - 1) / kMatmulFewRowsRows;
-  const int unroll_log2 = unroll >= 8 ? 3 : 2;
+  const int unroll_log2 = unroll >= 8 ? 3 : (unroll >= 4 ? 2 : 1);
   const int value_log2 = value_bytes >= 8 ? 3 : 2;
   MatmulFewRowsLayout best = {};
   long long best_cost = -1;
@@ -132,7 +149,9 @@ __device__ inline MatmulFewRowsLayout ChooseMatmulFewRowsLayout(long long cols, 
     l.lanes = 1 << lanes_log2;
     l.k_fast = k_fast;
     const int per_team = ((n - 1) >> teams_log2) + 1;
-    const int cols_log2 = per_team >= 3 ? 2 : per_team - 1;  // 1, 2 or 4 columns
+    // 1, 2, 4, ... columns, at most kMatmulFewRowsCols.
+    int cols_log2 = 0;
+    while (cols_log2 < kColsLog2 && (1 << cols_log2) < per_team) ++cols_log2;
     l.cols = 1 << cols_log2;
     l.groups = k_fast ? (l.lanes > 32 ? l.lanes / 32 : 1) : (l.lanes < kWarps ? l.lanes : kWarps);
     const int groups_log2 = __ffs(l.groups) - 1;

@@ -70,19 +70,20 @@ struct NormalizeWarpRows {
   double eps;
   int activation;  // NormActivation
 
-  template <int kPerRow>
+  const RowOffsets* a_rows;
+  const RowOffsets* out_rows;
+
+  template <int kPerRow, bool kDense>
   __device__ void Run() const {
     constexpr int kRows = WarpRowBatch<kPerRow>::kRows;
-    const RowOffsets a_rows(a->desc(), n);
-    const RowOffsets out_rows(out->desc(), n);
     const C epsilon = static_cast<C>(eps);
     const C count = static_cast<C>(n);
     const auto plus = [](C x, C y) { return x + y; };
     ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
       long long a_base[kRows];
       long long out_base[kRows];
-      batch.row_bases(a_rows, a_base);
-      batch.row_bases(out_rows, out_base);
+      batch.template row_bases<kDense>(*a_rows, a_base);
+      batch.template row_bases<kDense>(*out_rows, out_base);
       // The lane's weights and biases (the same columns in every batch) with
       // the batch's values: one round of loads.
       C w[kPerRow];
@@ -96,9 +97,10 @@ struct NormalizeWarpRows {
       C v[kRowBatchElements];
 #pragma unroll
       for (int e = 0; e < kRowBatchElements; ++e) {
-        v[e] = batch.has(e)
-                   ? convert<C>(a->at_offset(a_rows.at(a_base[e / kPerRow], batch.column(e))))
-                   : C(0);
+        v[e] =
+            batch.has(e)
+                ? convert<C>(a->at_offset(a_rows->at<kDense>(a_base[e / kPerRow], batch.column(e))))
+                : C(0);
       }
       if (kBias) {
         C mean[kRows];
@@ -117,7 +119,7 @@ struct NormalizeWarpRows {
         if (!batch.has(e)) continue;
         const int k = e % kPerRow;
         const C scaled = v[e] * scale[e / kPerRow] * w[k];
-        out->at_offset(out_rows.at(out_base[e / kPerRow], batch.column(e))) =
+        out->at_offset(out_rows->at<kDense>(out_base[e / kPerRow], batch.column(e))) =
             NormOutput<T>(kBias ? scaled + b[k] : scaled, activation);
       }
     });
@@ -125,12 +127,14 @@ struct NormalizeWarpRows {
 };
 
 // The block path of NormalizeWarpRows, for rows longer than kWarpRowLimit.
+// Out of line, called last (RunWithRowBatchShape says why).
 template <typename T, bool kBias>
-__device__ void NormalizeBlockRows(const OpContext& ctx, const TensorAccessor<const T>& a,
-                                   const TensorAccessor<const T>& weight,
-                                   const TensorAccessor<const T>* bias,
-                                   const TensorAccessor<T>& out, long long n, double eps,
-                                   int activation) {
+__device__ __noinline__ void NormalizeBlockRows(const OpContext& ctx,
+                                                const TensorAccessor<const T>& a,
+                                                const TensorAccessor<const T>& weight,
+                                                const TensorAccessor<const T>* bias,
+                                                const TensorAccessor<T>& out, long long n,
+                                                double eps, int activation) {
   using C = compute_type_t<T>;
   const auto plus = [](C x, C y) { return x + y; };
   ForEachRow(ctx, n, [&](long long row, const RowGroup& g) {
@@ -177,8 +181,11 @@ __device__ void LayerNormRows(const OpContext& ctx, const TensorAccessor<const T
   const int act = static_cast<int>(activation);
   if (n == 0) return;
   if (n <= kWarpRowLimit) {
-    RunWithRowBatchShape(n,
-                         NormalizeWarpRows<T, true>{&ctx, &a, &weight, &bias, &out, n, eps, act});
+    const RowOffsets a_rows(a.desc(), n);
+    const RowOffsets out_rows(out.desc(), n);
+    RunWithRowBatchShape(n, a_rows.dense() && out_rows.dense(),
+                         NormalizeWarpRows<T, true>{&ctx, &a, &weight, &bias, &out, n, eps, act,
+                                                    &a_rows, &out_rows});
   } else {
     NormalizeBlockRows<T, true>(ctx, a, weight, &bias, out, n, eps, act);
   }
@@ -195,8 +202,11 @@ __device__ void RmsNormRows(const OpContext& ctx, const TensorAccessor<const T>&
   }
   if (n == 0) return;
   if (n <= kWarpRowLimit) {
-    RunWithRowBatchShape(n, NormalizeWarpRows<T, false>{&ctx, &a, &weight, nullptr, &out, n, eps,
-                                                        kNormActivationNone});
+    const RowOffsets a_rows(a.desc(), n);
+    const RowOffsets out_rows(out.desc(), n);
+    RunWithRowBatchShape(n, a_rows.dense() && out_rows.dense(),
+                         NormalizeWarpRows<T, false>{&ctx, &a, &weight, nullptr, &out, n, eps,
+                                                     kNormActivationNone, &a_rows, &out_rows});
   } else {
     NormalizeBlockRows<T, false>(ctx, a, weight, nullptr, out, n, eps, kNormActivationNone);
   }

@@ -12,14 +12,14 @@
 // on how the host splits the rows into tiles.
 //
 //   struct MyRows {  // what the operator needs, by value or pointer
-//     template <int kPerRow> __device__ void Run() const {
+//     template <int kPerRow, bool kDense> __device__ void Run() const {
 //       ForEachWarpRowBatch<kPerRow>(ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
 //         C v[kRowBatchElements];  // v[e]: row batch.row(e), column batch.column(e)
 //         ...
 //       });
 //     }
 //   };
-//   RunWithRowBatchShape(n, MyRows{...});
+//   RunWithRowBatchShape(n, dense, MyRows{...});
 #pragma once
 
 #include "gpuos/device/abi.h"
@@ -32,26 +32,11 @@ namespace device {
 constexpr long long kWarpRowLimit = 256;
 constexpr int kRowBatchElements = 8;  // elements of a batch each lane holds
 
-// Calls op.template Run<kPerRow>() with the elements per lane per row that
-// rows of n (1 <= n <= kWarpRowLimit) elements need: 1, 2, 4 or 8. (A
-// functor, not a generic lambda: NVRTC compiles no generic lambdas in
-// device code.)
-template <typename Op>
-__device__ void RunWithRowBatchShape(long long n, const Op& op) {
-  if (n <= 32) {
-    op.template Run<1>();
-  } else if (n <= 64) {
-    op.template Run<2>();
-  } else if (n <= 128) {
-    op.template Run<4>();
-  } else {
-    op.template Run<8>();
-  }
-}
-
 // Where a tensor's rows of n elements start and step: row * n and 1 when the
 // tensor is dense (the common case, no index arithmetic), else from its
 // strides (IsContiguous and LinearToOffset are the image's shared copies).
+// base() and at() take the density the caller was instantiated for
+// (RunWithRowBatchShape), so that the dense instantiation contains no call.
 class RowOffsets {
  public:
   __device__ RowOffsets(const TensorDesc& desc, long long n)
@@ -60,11 +45,14 @@ class RowOffsets {
         dense_(IsContiguous(desc)),
         step_(desc.rank > 0 ? desc.strides[desc.rank - 1] : 0) {}
 
+  __device__ bool dense() const { return dense_; }
+  template <bool kDense>
   __device__ long long base(long long row) const {
-    return dense_ ? row * n_ : LinearToOffset(*desc_, row * n_);
+    return kDense ? row * n_ : LinearToOffset(*desc_, row * n_);
   }
+  template <bool kDense>
   __device__ long long at(long long base, long long column) const {
-    return dense_ ? base + column : base + column * step_;
+    return kDense ? base + column : base + column * step_;
   }
 
  private:
@@ -73,6 +61,43 @@ class RowOffsets {
   bool dense_;
   long long step_;
 };
+
+// The strided instantiation, out of line (see RunWithRowBatchShape).
+template <int kPerRow, typename Op>
+__device__ __noinline__ void RunStridedRowBatches(const Op& op) {
+  op.template Run<kPerRow, false>();
+}
+
+template <int kPerRow, typename Op>
+__device__ __forceinline__ void RunRowBatches(bool dense, const Op& op) {
+  if (dense) {
+    op.template Run<kPerRow, true>();
+  } else {
+    RunStridedRowBatches<kPerRow>(op);
+  }
+}
+
+// Calls op.template Run<kPerRow, kDense>() with the elements per lane per
+// row that rows of n (1 <= n <= kWarpRowLimit) elements need: 1, 2, 4 or 8,
+// and kDense = `dense` (every tensor's RowOffsets is dense). The strided
+// instantiations are called out of line, last: their calls to
+// LinearToOffset, inlined next to the dense ones, would make the operator
+// keep values across calls in callee-saved registers, which every call of
+// the operator stores and reloads in every thread (the register budget in
+// matmul_few_rows.cuh). (A functor, not a generic lambda: NVRTC compiles no
+// generic lambdas in device code.)
+template <typename Op>
+__device__ void RunWithRowBatchShape(long long n, bool dense, const Op& op) {
+  if (n <= 32) {
+    RunRowBatches<1>(dense, op);
+  } else if (n <= 64) {
+    RunRowBatches<2>(dense, op);
+  } else if (n <= 128) {
+    RunRowBatches<4>(dense, op);
+  } else {
+    RunRowBatches<8>(dense, op);
+  }
+}
 
 // One warp's batch of kRows rows of n elements (kPerRow * 32 >= n). Element
 // e in [0, kRowBatchElements) of a lane is row row(e), column column(e); it
@@ -91,9 +116,10 @@ struct WarpRowBatch {
   __device__ bool has_row(int r) const { return first + r < end; }
   __device__ bool has(int e) const { return row(e) < end && column(e) < n; }
   // Where each of the batch's rows starts in a tensor (0 past the task's rows).
+  template <bool kDense>
   __device__ void row_bases(const RowOffsets& rows, long long (&base)[kRows]) const {
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) base[r] = has_row(r) ? rows.base(first + r) : 0;
+    for (int r = 0; r < kRows; ++r) base[r] = has_row(r) ? rows.base<kDense>(first + r) : 0;
   }
 
   // out[r] = combine folded over map(v[e]) for row r's existing elements

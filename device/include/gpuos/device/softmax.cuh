@@ -64,23 +64,24 @@ struct SoftmaxWarpRows {
   const TensorAccessor<const T>* a;
   const TensorAccessor<T>* out;
   long long n;
-  RowOffsets a_rows;
-  RowOffsets out_rows;
+  const RowOffsets* a_rows;
+  const RowOffsets* out_rows;
 
-  template <int kPerRow>
+  template <int kPerRow, bool kDense>
   __device__ void Run() const {
     constexpr int kRows = WarpRowBatch<kPerRow>::kRows;
     ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
       long long a_base[kRows];
       long long out_base[kRows];
-      batch.row_bases(a_rows, a_base);
-      batch.row_bases(out_rows, out_base);
+      batch.template row_bases<kDense>(*a_rows, a_base);
+      batch.template row_bases<kDense>(*out_rows, out_base);
       C v[kRowBatchElements];
 #pragma unroll
       for (int e = 0; e < kRowBatchElements; ++e) {
-        v[e] = batch.has(e)
-                   ? convert<C>(a->at_offset(a_rows.at(a_base[e / kPerRow], batch.column(e))))
-                   : ::gpuos::lowest<C>();
+        v[e] =
+            batch.has(e)
+                ? convert<C>(a->at_offset(a_rows->at<kDense>(a_base[e / kPerRow], batch.column(e))))
+                : ::gpuos::lowest<C>();
       }
       C row_max[kRows];
       batch.reduce(
@@ -101,7 +102,7 @@ struct SoftmaxWarpRows {
         if (!batch.has(e)) continue;
         const int r = e / kPerRow;
         const C result = kLog ? v[e] - sum[r] : v[e] / sum[r];
-        out->at_offset(out_rows.at(out_base[r], batch.column(e))) = convert<T>(result);
+        out->at_offset(out_rows->at<kDense>(out_base[r], batch.column(e))) = convert<T>(result);
       }
     });
   }
@@ -113,9 +114,13 @@ struct SoftmaxWarpRows {
 // kWarpRowLimit elements go through registers (row_batch.cuh), longer ones
 // through the block, reading the row three times.
 template <typename T, bool kLog>
+__device__ __noinline__ void SoftmaxBlockRows(const OpContext& ctx,
+                                              const TensorAccessor<const T>& a,
+                                              const TensorAccessor<T>& out, long long n);
+
+template <typename T, bool kLog>
 __device__ void SoftmaxRows(const OpContext& ctx, const TensorAccessor<const T>& a,
                             const TensorAccessor<T>& out) {
-  using C = compute_type_t<T>;
   if (!a.same_shape(out.desc())) {
     if (ctx.thread_index() == 0) ctx.fail(1);
     return;
@@ -123,10 +128,22 @@ __device__ void SoftmaxRows(const OpContext& ctx, const TensorAccessor<const T>&
   const long long n = out.last_size();
   if (n == 0) return;
   if (n <= kWarpRowLimit) {
-    RunWithRowBatchShape(n, SoftmaxWarpRows<T, kLog>{&ctx, &a, &out, n, RowOffsets(a.desc(), n),
-                                                     RowOffsets(out.desc(), n)});
+    const RowOffsets a_rows(a.desc(), n);
+    const RowOffsets out_rows(out.desc(), n);
+    RunWithRowBatchShape(n, a_rows.dense() && out_rows.dense(),
+                         SoftmaxWarpRows<T, kLog>{&ctx, &a, &out, n, &a_rows, &out_rows});
     return;
   }
+  SoftmaxBlockRows<T, kLog>(ctx, a, out, n);
+}
+
+// The block path of SoftmaxRows, for rows longer than kWarpRowLimit. Out of
+// line, called last (RunWithRowBatchShape says why).
+template <typename T, bool kLog>
+__device__ __noinline__ void SoftmaxBlockRows(const OpContext& ctx,
+                                              const TensorAccessor<const T>& a,
+                                              const TensorAccessor<T>& out, long long n) {
+  using C = compute_type_t<T>;
   const long long a_step = a.last_stride();
   const long long out_step = out.last_stride();
   ForEachRow(ctx, n, [&](long long row, const RowGroup& g) {
