@@ -27,7 +27,6 @@
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
-#include "gpuos/device/queue_mailbox.cuh"
 #include "gpuos/device/queue_sync.cuh"
 
 extern "C" __device__ gpuos::device::OpFunction gpuos_resolve_operator(
@@ -50,7 +49,7 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 
-enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kMail, kExit };
+enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kExit };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
@@ -267,21 +266,17 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   return first_root == kNoTask ? kNone : EncodeReady(first_root, slot, false);
 }
 
-// Threads [first_thread, blockDim.x): load the descriptors of the tensors
-// `indices[0, num_tensors)` into cache.descs[previous ^ 1], reusing those of
-// cache.descs[previous] where the index repeats, and record their indices.
-// No barrier: the caller's next one publishes them. Returns whether this
-// thread found an index out of range (its descriptor is not loaded and its
-// cache entry is left invalid). `indices` must not change until that barrier.
-// REQUIRES: blockDim.x - first_thread >= kMaxTaskTensors.
-__device__ int LoadTensors(const Queue& q, BlockCache& cache, const int* indices,
-                           unsigned int num_tensors, unsigned int previous,
-                           unsigned int first_thread) {
+// All threads: loads the descriptors of the tensors `indices[0, num_tensors)`
+// into cache.descs[previous ^ 1], reusing those of cache.descs[previous]
+// where the index repeats, and records their indices. One barrier, at the
+// end. Returns whether any index is out of range (its descriptor is not
+// loaded and its cache entry is left invalid). `indices` must not change
+// during the call.
+__device__ bool LoadTensors(const Queue& q, BlockCache& cache, const int* indices,
+                            unsigned int num_tensors, unsigned int previous) {
   const unsigned int next = previous ^ 1u;
-  const unsigned int thread = threadIdx.x - first_thread;
-  const unsigned int threads = blockDim.x - first_thread;
   int bad = 0;
-  for (unsigned int w = thread; w < num_tensors * kTensorWords; w += threads) {
+  for (unsigned int w = threadIdx.x; w < num_tensors * kTensorWords; w += blockDim.x) {
     const unsigned int k = w / kTensorWords;
     const unsigned int word = w % kTensorWords;
     const int index = indices[k];
@@ -298,12 +293,12 @@ __device__ int LoadTensors(const Queue& q, BlockCache& cache, const int* indices
         cached >= 0 ? reinterpret_cast<const int4*>(&cache.descs[previous][cached])[word]
                     : __ldcg(reinterpret_cast<const int4*>(q.tensors + index) + word);
   }
-  if (thread < kMaxTaskTensors) {
-    const int index = thread < num_tensors ? indices[thread] : -1;
-    cache.desc_index[next][thread] =
+  if (threadIdx.x < kMaxTaskTensors) {
+    const int index = threadIdx.x < num_tensors ? indices[threadIdx.x] : -1;
+    cache.desc_index[next][threadIdx.x] =
         index < 0 || static_cast<unsigned int>(index) >= q.tensor_capacity ? -1 : index;
   }
-  return bad;
+  return __syncthreads_or(bad) != 0;
 }
 
 // Thread 0: the first tensor of `task` whose index is out of range.
@@ -358,99 +353,65 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   }
   unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
-  // Whether this block is the task's first visitor: a task's one non-helper
-  // entry (pushed root, successor that became ready, chain step) is taken
-  // exactly once, and its helpers are pushed only after its first tile is
-  // claimed, so that tile is 0 without an atomic. Helper entries and the
-  // block's return for another tile claim with one.
-  bool first_visit = !start.helper;
   while (task != kNoTask) {
     GPUOS_PHASE_BEGIN(step_clock);
     GPUOS_PHASE_BEGIN(phase);
     if (!InWindow(cache, task)) LoadWindow(q, cache, task);
     const unsigned int at = task - cache.window_base;
     const TaskDesc& desc = cache.window[at];
-    // Warps 2 and up load the tensor descriptors meanwhile (warp 0 claims,
-    // warp 1 looks the operator up), all published by the barrier below.
-    constexpr unsigned int kTensorLoaders = 64;
-    const unsigned int step_tensors =
-        desc.num_tensors <= kMaxTaskTensors ? desc.num_tensors : kMaxTaskTensors;
-    int bad_tensor_here = 0;
-    if (threadIdx.x >= kTensorLoaders && step_tensors != 0) {
-      bad_tensor_here = LoadTensors(q, cache, desc.tensors, step_tensors, current, kTensorLoaders);
-    }
-    if (threadIdx.x == 32) {
-      // The operator is looked up by another warp while warp 0 claims.
-      unsigned int op_slot_found = 0;
-      op_function = gpuos_resolve_operator(desc, &op_slot_found);
-      op_slot = op_slot_found;
-    }
-    if (threadIdx.x < 32) {
-      unsigned int helpers = 0;
-      unsigned int t = 0;
-      if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {
 #pragma unroll
-        for (unsigned int w = 0; w < kTaskWords; ++w) {
-          reinterpret_cast<int4*>(&tile)[w] = reinterpret_cast<const int4*>(&desc)[w];
-        }
-        // The operator indexes the block's descriptor copies: 0, 1, ...
-        // (LoadTensors reads the window's indices, not these).
-        for (unsigned int k = 0; k < step_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
-        const unsigned int tiles = desc.num_tiles == 0 ? 1u : desc.num_tiles;
-        // An untiled task is pushed or handed over exactly once: no claim.
-        if (tiles > 1) {
-          if (first_visit) {
-            StoreVolatile(&q.nodes[task].tiles_next, 1u);  // published by the fence below
-          } else {
-            t = atomicAdd(&q.nodes[task].tiles_next, 1u);
+      for (unsigned int w = 0; w < kTaskWords; ++w) {
+        reinterpret_cast<int4*>(&tile)[w] = reinterpret_cast<const int4*>(&desc)[w];
+      }
+      const unsigned int tiles = desc.num_tiles == 0 ? 1u : desc.num_tiles;
+      // An untiled task is pushed or handed over exactly once: no claim.
+      const unsigned int t = tiles == 1 ? 0u : atomicAdd(&q.nodes[task].tiles_next, 1u);
+      claimed = t < tiles;
+      if (claimed && tiles > 1) {
+        if (t == 0) {
+          const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
+          if (helpers != 0) {
+            atomicAdd(q.remaining + slot, helpers);  // before they can be popped
+            __threadfence();                         // predecessors' results first
+            const unsigned long long base = atomicAdd(&q.state->ready_tail, helpers);
+            for (unsigned int h = 0; h < helpers; ++h) {
+              WriteReady(q, base + h, EncodeReady(task, slot, true));
+            }
           }
         }
-        claimed = t < tiles;
-        if (claimed && tiles > 1) {
-          if (t == 0) {
-            helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
-            // Counted before any of them can be taken.
-            if (helpers != 0) atomicAdd(q.remaining + slot, helpers);
-          }
-          const long long items = desc.end - desc.begin;
-          long long chunk = (items + tiles - 1) / tiles;
-          // Large tiles start on 64-element boundaries, so every tile keeps
-          // the operators' 16-byte vector path (an odd chunk loses it).
-          if (chunk >= 1024) chunk = (chunk + 63) & ~63ll;
-          const long long begin = desc.begin + chunk * t;
-          tile.begin = begin < desc.end ? begin : desc.end;
-          tile.end = begin + chunk < desc.end ? begin + chunk : desc.end;
-        }
-        sole_successor = tiles == 1 ? SoleSuccessor(q, cache, at) : kNoTask;
+        const long long items = desc.end - desc.begin;
+        long long chunk = (items + tiles - 1) / tiles;
+        // Large tiles start on 64-element boundaries, so every tile keeps
+        // the operators' 16-byte vector path (an odd chunk loses it).
+        if (chunk >= 1024) chunk = (chunk + 63) & ~63ll;
+        const long long begin = desc.begin + chunk * t;
+        tile.begin = begin < desc.end ? begin : desc.end;
+        tile.end = begin + chunk < desc.end ? begin + chunk : desc.end;
       }
-      // The helper references: letters to idle blocks (queue_mailbox.cuh),
-      // the rest into the ready ring, written by the warp's lanes at once
-      // (each ring write waits for its position to be free: one round trip,
-      // not one per helper). __syncwarp orders lane 0's fence before them.
-      helpers = __shfl_sync(0xffffffffu, helpers, 0);
-      if (helpers != 0) {
-        const IdleBlocks idle = ReserveIdleBlocks(q, helpers);
-        const unsigned int ring = helpers - idle.total;
-        unsigned long long base = 0;
-        if (threadIdx.x == 0) {
-          if (ring != 0) base = atomicAdd(&q.state->ready_tail, ring);
-          __threadfence();  // predecessors' results and the counts first
-        }
-        __syncwarp();
-        base = __shfl_sync(0xffffffffu, base, 0);
-        const unsigned long long letter = EncodeReady(task, slot, true);
-        DeliverLetters(q, idle.won, letter);
-        for (unsigned int h = threadIdx.x; h < ring; h += 32) WriteReady(q, base + h, letter);
+      if (claimed) {
+        unsigned int op_slot_found = 0;
+        op_function = gpuos_resolve_operator(tile, &op_slot_found);
+        op_slot = op_slot_found;
       }
-      if (threadIdx.x == 0 && claimed) recorder->Start(q, desc, t);
+      sole_successor = tiles == 1 ? SoleSuccessor(q, cache, at) : kNoTask;
+      if (claimed) recorder->Start(q, desc, t);
     }
-    const bool bad_tensor = __syncthreads_or(bad_tensor_here) != 0;
+    __syncthreads();
     if (!claimed) return;
     const unsigned int tiles = tile.num_tiles == 0 ? 1u : tile.num_tiles;
     const unsigned int chain_next = sole_successor;
-    const unsigned int num_tensors = step_tensors;
+    const unsigned int num_tensors =
+        tile.num_tensors <= kMaxTaskTensors ? tile.num_tensors : kMaxTaskTensors;
     GPUOS_PHASE_MARK(phase, 0);
+    bool bad_tensor = false;
     if (num_tensors != 0) {
+      // The operator indexes the block's descriptor copies: 0, 1, ...
+      // (LoadTensors reads the window's indices, not these).
+      if (threadIdx.x == 0) {
+        for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
+      }
+      bad_tensor = LoadTensors(q, cache, desc.tensors, num_tensors, current);
       current ^= 1u;
       if (threadIdx.x == 0) cache.current = current;
     }
@@ -487,7 +448,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         completions->Add(q, slot, 1);
       }
       task = chain_next;
-      first_visit = true;
       GPUOS_PHASE_MARK(phase, 4);
       GPUOS_PHASE_MARK(step_clock, 5);
       continue;
@@ -530,7 +490,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       next_task = next;
     }
     __syncthreads();
-    first_visit = next_task != task;  // a successor, or this task again for another tile
     task = next_task;
     GPUOS_PHASE_MARK(phase, 4);
     GPUOS_PHASE_MARK(step_clock, 5);
@@ -539,10 +498,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 
 // Thread 0 of an idle block: true when the block should exit now. Only
 // pollers read host memory here, and the others once they have been idle for
-// idle_park_ns. A block whose mailbox has a letter due stays.
+// idle_park_ns.
 __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                            unsigned long long started_ns, long long started_clock,
-                           unsigned int max_pollers, bool* poller, Mailbox* mail) {
+                           unsigned int max_pollers, bool* poller) {
   bool stop;
   if (*poller) {
     // stop and keep_warm in one read of host memory.
@@ -578,7 +537,6 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
       return false;
     }
   }
-  if (!mail->Close(q)) return false;
   if (atomicSub(&q.state->alive, 1u) != 1u) return true;
   // The last block: announce the park, then look once more. The host
   // publishes then reads parked_generation; this block writes it then reads
@@ -631,48 +589,34 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   // becomes a poller.
   bool poller = blockIdx.x < params.pollers;
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
-  Mailbox mail;  // thread 0's
   for (;;) {
     if (threadIdx.x == 0) {
       int next = kIdle;
       unsigned int count = 0;
-      unsigned long long value = mail.Take(q);
-      if (value != 0) {
-        next = kMail;
-      } else {
-        value = TryPopBatch(q, &count);
+      unsigned long long value = TryPopBatch(q, &count);
+      if (value == kContended) {
+        next = kAgain;
+      } else if (value != kNone) {
+        next = kRun;
+        batch_count = count;
+      } else if (poller || ((idle_rounds & 7u) == 7u &&
+                            Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
+        value = TryClaimSubmission(q);
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {
-          next = kRun;
-          batch_count = count;
-        } else if (poller || ((idle_rounds & 7u) == 7u && Volatile(&q.state->host_tail_seen) >
-                                                              Volatile(&q.state->submit_head))) {
-          value = TryClaimSubmission(q);
-          if (value == kContended) {
-            next = kAgain;
-          } else if (value != kNone) {
-            next = kAdmit;
-          }
+          next = kAdmit;
         }
-        if (next == kRun || next == kAdmit) mail.Withdraw(q);
       }
       if (next == kIdle) {
         if (completed != 0) {
           atomicAdd(&q.state->status.completed, completed);
           completed = 0;
         }
-        if (mail.state != Mailbox::kTaken && (poller || (idle_rounds & 7u) == 0) &&
-            ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, &poller, &mail)) {
+        if ((poller || (idle_rounds & 7u) == 0) &&
+            ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, &poller)) {
           next = kExit;
           if (poller) atomicSub(&q.state->pollers_alive, 1u);
-        } else if (poller) {
-          // Pollers read host memory every round (a PCIe round trip): a
-          // letter would wait that long, so they take none (a helper given
-          // to one started 2.5 us after the others, H100, mlp batch 1).
-          mail.Withdraw(q);
-        } else {
-          mail.Open(q);
         }
       }
       action = next;
@@ -703,11 +647,8 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
         Invalidate(cache);
         RunChain(q, first, cache, scratch, &completed, &completions, &recorder);
       }
-    } else if (current == kMail) {
-      Invalidate(cache);
-      RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
     }
-    if (current == kRun || current == kAdmit || current == kMail) {
+    if (current == kRun || current == kAdmit) {
       if (threadIdx.x == 0) {
         completions.Flush(q);
         recorder.Idle(q);

@@ -74,10 +74,6 @@ struct NodeState {
   unsigned int submission;  // ring slot of the task's submission
 };
 
-// Blocks that can be handed a tiled task's helper reference directly
-// (QueueDeviceState::mailbox); blocks past it take them from the ready ring.
-constexpr unsigned int kMailboxBlocks = 1024;
-
 // Device memory, zeroed before the first launch; survives parks. Words that
 // idle blocks poll and words that busy blocks update atomically sit on
 // separate 128-byte lines: with a thousand blocks polling, one shared line
@@ -109,11 +105,6 @@ struct alignas(128) QueueDeviceState {
   unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
   unsigned int pad4;
   unsigned long long pad3[11];
-  // Helper hand-off (queue_mailbox.cuh): bit b of idle_mask is set while
-  // block b (< kMailboxBlocks) waits idle for a letter, which a tiled task's
-  // first block writes into mailbox[b] after clearing the bit.
-  alignas(128) unsigned int idle_mask[kMailboxBlocks / 32];
-  alignas(128) unsigned long long mailbox[kMailboxBlocks];
 };
 
 // Per submission ring slot, mapped host memory: the first error of the
@@ -199,7 +190,7 @@ struct alignas(16) QueueParams {
 static_assert(sizeof(Submission) == 48, "Submission layout changed: bump the ABI version");
 static_assert(sizeof(QueueControl) == 128, "QueueControl layout changed: bump the ABI version");
 static_assert(sizeof(NodeState) == 16, "NodeState layout changed");
-static_assert(sizeof(QueueDeviceState) == 8832, "QueueDeviceState layout changed");
+static_assert(sizeof(QueueDeviceState) == 512, "QueueDeviceState layout changed");
 static_assert(sizeof(QueueParams) == 208, "QueueParams layout changed: bump the ABI version");
 static_assert(sizeof(SubmissionError) == 32,
               "SubmissionError layout changed: bump the ABI version");
