@@ -10,6 +10,11 @@ std::optional<std::string> GetEnv(const char* name) {
   return std::string(value);
 }
 
+bool EnvFlagOn(const char* name) {
+  const auto value = GetEnv(name);
+  return value.has_value() && *value != "0";
+}
+
 std::string DefaultDataDirectory() {
   if (auto xdg = GetEnv("XDG_DATA_HOME")) return *xdg + "/gpuos";
   if (auto home = GetEnv("HOME")) return *home + "/.local/share/gpuos";

@@ -10,6 +10,7 @@
 //
 // Diagnostics (off unless set):
 // | GPUOS_PHASE_TIMING | build instrumented images (phase_timing.cuh) | off                         |
+// | GPUOS_PTXAS_INFO   | image builds print ptxas's report per unit | off                            |
 // | GPUOS_DEMO_SAMPLES | `gpuos demo` lists every timed run       | off                              |
 // | GPUOS_DEMO_TRACE   | `gpuos demo` writes its task timeline here | off                            |
 // clang-format on
@@ -27,6 +28,9 @@ namespace gpuos {
 
 // Value of `name` when set and non-empty.
 std::optional<std::string> GetEnv(const char* name);
+
+// Whether the diagnostic switch `name` is on: set, non-empty and not "0".
+bool EnvFlagOn(const char* name);
 
 // The user's gpuos data directory: $XDG_DATA_HOME/gpuos, else
 // $HOME/.local/share/gpuos. Not created.

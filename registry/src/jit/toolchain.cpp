@@ -184,14 +184,14 @@ std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
   if (mode == LinkMode::kLto) options.push_back("-dlto");
   // Diagnostic per-phase timing (gpuos/device/phase_timing.cuh); being an
   // option, it is part of every unit's cache key.
-  if (auto timing = GetEnv("GPUOS_PHASE_TIMING"); timing && !timing->empty() && *timing != "0") {
+  if (EnvFlagOn("GPUOS_PHASE_TIMING")) {
     options.push_back("-DGPUOS_PHASE_TIMING=1");
   }
   // Diagnostic: ptxas's register and stack-frame report for every unit,
   // printed to stderr as each unit compiles (GPUOS_PTXAS_INFO=1). An operator
   // whose stack frame is large pays for it on every call: the indirect call's
   // callee-saved registers are stored and reloaded by every thread.
-  if (auto info = GetEnv("GPUOS_PTXAS_INFO"); info && !info->empty() && *info != "0") {
+  if (EnvFlagOn("GPUOS_PTXAS_INFO")) {
     options.push_back("-Xptxas=-v");
   }
   return options;
@@ -234,7 +234,7 @@ Expected<std::string> CompileUnit(const GeneratedSource& source, const std::stri
     if (log.empty()) log = nvrtcGetErrorString(result);
     return CompileError(log);
   }
-  if (auto info = GetEnv("GPUOS_PTXAS_INFO"); info && !info->empty() && *info != "0") {
+  if (EnvFlagOn("GPUOS_PTXAS_INFO")) {
     std::fprintf(stderr, "%s: %s\n", source.program_name.c_str(), NvrtcLog(program).c_str());
   }
   const bool lto = mode == LinkMode::kLto;

@@ -69,7 +69,8 @@ constexpr long long kMatmulFewRowsMax = 16;
 // through the pointer (2.5 us inlined), and tiles of 4 and 8 rows gained
 // as much. Only whole-matrix tiles of 256 columns were slower (20.9 us
 // instead of 14.9): the default tiling makes tiles of about 32 columns at
-// K = 256. ptxas's report for the operators: GPUOS_PTXAS_INFO=1 (docs/jit.md).
+// K = 256. ptxas's report for the operators: GPUOS_PTXAS_INFO=1
+// (docs/device-code.md, "Register budget").
 constexpr int kMatmulFewRowsRows = 4;
 constexpr int kMatmulFewRowsCols = 2;
 
