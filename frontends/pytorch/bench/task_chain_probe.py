@@ -4,8 +4,9 @@ operator (warm instruction cache, descriptors, data) as after a different one?
 
 For each case, compile with gpuos, warm up, make `--calls` timed calls (each
 until PyTorch's current stream is synchronized), export the task timeline and
-report, per task position in the submission, the median tile duration and the
-median gap between the previous task's end and this task's first start:
+report the call's host time (until it returns, then the synchronize) and, per
+task position in the submission, the median tile duration and the median gap
+between the previous task's end and this task's first start:
 
     ln_chain8        8 x layer_norm([1, 256]) back to back (the same operator)
     softmax_chain8   8 x softmax([1, 256])
@@ -13,8 +14,9 @@ median gap between the previous task's end and this task's first start:
     linear_chain4    4 x Linear(256, 256) at batch 1 (tiled tasks back to back)
     mlp_b1           workloads.py's mlp_microbatch at batch 1
 
-Needs a CUDA device; sets GPUOS_TORCH_TRACE itself. Writes
-<out>/task_chain_probe.json and prints a table.
+Needs a CUDA device; sets GPUOS_TORCH_TRACE itself (GPUOS_TORCH_BLOCKS sets the
+worker's block count). Writes <out>/task_chain_probe<suffix>.json and prints a
+table.
 
     python frontends/pytorch/bench/task_chain_probe.py --out OUT [--calls 100]
 """
@@ -134,6 +136,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for task_chain_probe.json")
     parser.add_argument("--calls", type=int, default=100, help="timed calls per case")
+    parser.add_argument("--suffix", default="", help="appended to the JSON file's name")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("SKIPPED: needs a CUDA device", file=sys.stderr)
@@ -147,7 +150,7 @@ def main() -> int:
         x = torch.randn(1, 256, device=device)
         compiled = gpuos.compile(module)
         stream = torch.cuda.current_stream(device)
-        wall = []
+        wall, call, sync = [], [], []
         with torch.no_grad():
             expected = module(x)
             got = compiled(x)
@@ -155,15 +158,22 @@ def main() -> int:
             for i in range(20 + args.calls):
                 start = time.perf_counter()
                 compiled(x)
+                returned = time.perf_counter()
                 stream.synchronize()
                 if i >= 20:
-                    wall.append((time.perf_counter() - start) * 1e6)
+                    end = time.perf_counter()
+                    wall.append((end - start) * 1e6)
+                    call.append((returned - start) * 1e6)
+                    sync.append((end - returned) * 1e6)
         trace = os.path.join(args.out, f"chain_probe_{name}.json")
         gpuos.export_trace(trace)
         summary = _positions(trace, args.calls)
-        summary.update(case=name, correct=correct, wall_us=statistics.median(wall))
+        summary.update(case=name, correct=correct, wall_us=statistics.median(wall),
+                       call_us=statistics.median(call), sync_us=statistics.median(sync),
+                       blocks=os.environ.get("GPUOS_TORCH_BLOCKS", "one per SM"))
         results.append(summary)
-        print(f"{name:16s} correct {correct} wall {summary['wall_us']:7.1f} us  device span "
+        print(f"{name:16s} correct {correct} wall {summary['wall_us']:7.1f} us (call "
+              f"{summary['call_us']:5.1f}, synchronize {summary['sync_us']:5.1f})  device span "
               f"{summary['device_span_us'] or float('nan'):7.1f} us")
         for row in summary["tasks"]:
             gap = row["gap_median_us"]
@@ -172,7 +182,7 @@ def main() -> int:
                   f"{'' if gap is None else f'{gap:5.2f}':>5s}  last tile starts "
                   f"+{row['last_tile_start_us']:4.2f}")
         os.remove(trace)
-    with open(os.path.join(args.out, "task_chain_probe.json"), "w") as f:
+    with open(os.path.join(args.out, f"task_chain_probe{args.suffix}.json"), "w") as f:
         json.dump({"commit": os.environ.get("GPUOS_COMMIT", "unknown"),
                    "device": torch.cuda.get_device_name(0), "cases": results}, f, indent=1)
     return 0
