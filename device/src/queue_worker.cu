@@ -34,6 +34,7 @@ extern "C" __device__ gpuos::device::OpFunction gpuos_resolve_operator(
 
 namespace {
 
+using gpuos::device::kHelpBoardWords;
 using gpuos::device::kMaxTaskTensors;
 using gpuos::device::kNoDependencyCounter;
 using gpuos::device::NodeState;
@@ -49,7 +50,7 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 
-enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kExit };
+enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kHelp, kExit };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
@@ -219,6 +220,8 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     node.tiles_next = 0;
     node.tiles_done = 0;
     node.submission = slot;
+    node.helper_tickets = 0;
+    node.reserved[0] = node.reserved[1] = node.reserved[2] = 0;
     q.nodes[task] = node;
   }
   if (threadIdx.x == 0) {
@@ -324,6 +327,51 @@ __device__ unsigned int SoleSuccessor(const Queue& q, const BlockCache& cache, u
   return deps == 1 ? first : kNoTask;
 }
 
+// Thread 0, claiming tile 0 of a tiled task whose `helpers` are counted in
+// its submission's `remaining`: sets the task's helper tickets and announces
+// it on a free word of the help board. Returns how many helpers still need
+// ready-ring entries: 0 when announced; when every word is taken, the
+// tickets are taken back and those nobody took yet are returned.
+__device__ unsigned int AnnounceHelpers(const Queue& q, unsigned int task, unsigned int slot,
+                                        unsigned int helpers) {
+  __threadfence();  // the count in `remaining` and the predecessors' results first
+  StoreVolatile(&q.nodes[task].helper_tickets, static_cast<int>(helpers));
+  __threadfence();  // the tickets before the announcement
+  const unsigned long long word = EncodeReady(task, slot, true);
+  for (unsigned int i = 0; i < kHelpBoardWords; ++i) {
+    const unsigned int w = (task + i) % kHelpBoardWords;
+    if (atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) return 0;
+  }
+  const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
+  return left > 0 ? static_cast<unsigned int>(left) : 0u;
+}
+
+// Thread 0 of an idle block: a helper ticket of a task on the help board, as
+// the ready entry of a helper (its submission's slot read from the task's
+// node), or kNone. A word whose tickets are gone is cleared.
+__device__ unsigned long long TakeHelperTicket(const Queue& q) {
+  unsigned long long words[kHelpBoardWords];
+#pragma unroll
+  for (unsigned int i = 0; i < kHelpBoardWords; ++i) words[i] = Volatile(&q.state->help_board[i]);
+  const unsigned int first = blockIdx.x % kHelpBoardWords;
+  for (unsigned int j = 0; j < kHelpBoardWords; ++j) {
+    const unsigned int i = (first + j) % kHelpBoardWords;
+    if (words[i] == 0) continue;
+    const unsigned int task = DecodeReady(words[i]).task;
+    if (task >= q.task_capacity) {  // never written so; cleared all the same
+      atomicCAS(&q.state->help_board[i], words[i], 0ull);
+      continue;
+    }
+    const int before = atomicSub(&q.nodes[task].helper_tickets, 1);
+    if (before <= 1) atomicCAS(&q.state->help_board[i], words[i], 0ull);  // none left
+    if (before > 0) {
+      __threadfence();  // the announcer's results and node before this helper's reads
+      return EncodeReady(task, Volatile(&q.nodes[task].submission), true);
+    }
+  }
+  return kNone;
+}
+
 // All threads: runs the task of ready entry `entry` (its tiles) and then the
 // successors that became ready in this block, until there is nothing left
 // to run here.
@@ -376,9 +424,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           if (t == 0) {
             helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
             if (helpers != 0) {
-              atomicAdd(q.remaining + slot, helpers);  // before they can be popped
-              __threadfence();                         // predecessors' results first
-              helper_base = atomicAdd(&q.state->ready_tail, helpers);
+              atomicAdd(q.remaining + slot, helpers);  // before they can be taken
+              helpers = AnnounceHelpers(q, task, slot, helpers);
+              // Those the board could not take go into the ready ring.
+              if (helpers != 0) helper_base = atomicAdd(&q.state->ready_tail, helpers);
             }
           }
           const long long items = desc.end - desc.begin;
@@ -484,7 +533,9 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       if (done < tiles) {
         next = task;  // claim another tile if one is left
       } else {
-        completions->Add(q, slot, 1);
+        // Helper tickets nobody took count as helpers that came and left.
+        const int left = tiles > 1 ? atomicExch(&q.nodes[task].helper_tickets, 0) : 0;
+        completions->Add(q, slot, 1u + (left > 0 ? static_cast<unsigned int>(left) : 0u));
         const unsigned int count = tile.successor_count;
         const unsigned int first = cache.first_successor[at];
         const unsigned int sole = tiles > 1 ? SoleSuccessor(q, cache, at) : kNoTask;
@@ -613,8 +664,10 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     if (threadIdx.x == 0) {
       int next = kIdle;
       unsigned int count = 0;
-      unsigned long long value = TryPopBatch(q, &count);
-      if (value == kContended) {
+      unsigned long long value = TakeHelperTicket(q);
+      if (value != kNone) {
+        next = kHelp;
+      } else if ((value = TryPopBatch(q, &count)) == kContended) {
         next = kAgain;
       } else if (value != kNone) {
         next = kRun;
@@ -661,6 +714,9 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
         }
         RunChain(q, entry, cache, scratch, &completed, &completions, &recorder);
       }
+    } else if (current == kHelp) {
+      Invalidate(cache);
+      RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
     } else if (current == kAdmit) {
       const unsigned long long first = Admit(q, value);
       if (first != kNone) {
@@ -668,7 +724,7 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
         RunChain(q, first, cache, scratch, &completed, &completions, &recorder);
       }
     }
-    if (current == kRun || current == kAdmit) {
+    if (current == kRun || current == kAdmit || current == kHelp) {
       if (threadIdx.x == 0) {
         completions.Flush(q);
         recorder.Idle(q);

@@ -72,7 +72,16 @@ struct NodeState {
   unsigned int tiles_next;  // next tile to claim
   unsigned int tiles_done;  // tiles finished
   unsigned int submission;  // ring slot of the task's submission
+  // Helper tickets of a tiled task announced on the help board
+  // (QueueDeviceState::help_board): set by the block that claims tile 0,
+  // taken one each by idle blocks (atomicSub: > 0 before is a ticket; it may
+  // go negative), what is left taken back when the last tile finishes.
+  int helper_tickets;
+  unsigned int reserved[3];
 };
+
+// Words of the help board (QueueDeviceState::help_board).
+constexpr unsigned int kHelpBoardWords = 8;
 
 // Device memory, zeroed before the first launch; survives parks. Words that
 // idle blocks poll and words that busy blocks update atomically sit on
@@ -105,6 +114,16 @@ struct alignas(128) QueueDeviceState {
   unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
   unsigned int pad4;
   unsigned long long pad3[11];
+  // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.
+  // Idle blocks read the words and take a helper ticket from the task's
+  // NodeState::helper_tickets with one atomicSub each, instead of popping
+  // one ready-ring entry per helper with a CAS on ready_head (a herd: 8
+  // helpers took ~5 us to start, one CAS round each). A word may be stale:
+  // its task done and its arena entry reused; a ticket then belongs to
+  // whichever task holds the entry now (it set the tickets), which is what
+  // the taker runs.
+  unsigned long long help_board[kHelpBoardWords];
+  unsigned long long pad5[16 - kHelpBoardWords];
 };
 
 // Per submission ring slot, mapped host memory: the first error of the
@@ -189,8 +208,8 @@ struct alignas(16) QueueParams {
 
 static_assert(sizeof(Submission) == 48, "Submission layout changed: bump the ABI version");
 static_assert(sizeof(QueueControl) == 128, "QueueControl layout changed: bump the ABI version");
-static_assert(sizeof(NodeState) == 16, "NodeState layout changed");
-static_assert(sizeof(QueueDeviceState) == 512, "QueueDeviceState layout changed");
+static_assert(sizeof(NodeState) == 32, "NodeState layout changed");
+static_assert(sizeof(QueueDeviceState) == 640, "QueueDeviceState layout changed");
 static_assert(sizeof(QueueParams) == 208, "QueueParams layout changed: bump the ABI version");
 static_assert(sizeof(SubmissionError) == 32,
               "SubmissionError layout changed: bump the ABI version");
