@@ -16,8 +16,10 @@
 // results visible within the block). Otherwise it fences, decrements each
 // successor's counter, runs the first that becomes ready and pushes the
 // others. A task with num_tiles > 1 is split into tiles: the first block to
-// claim one pushes min(num_tiles, gridDim.x) - 1 helper references so other
-// blocks join, and the block finishing the last tile completes the task.
+// claim one announces min(num_tiles, gridDim.x) - 1 helper tickets on the help
+// board (helper references in the ready ring when the board is full) so other
+// blocks join, and the block finishing the last tile completes the task
+// (docs/runtime.md, "Tiles").
 // Completions are counted per block and subtracted from the submission's
 // `remaining` once per batch (queue_sync.cuh, Completions).
 //
