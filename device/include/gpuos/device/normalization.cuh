@@ -79,11 +79,25 @@ struct NormalizeWarpRows {
     const C epsilon = static_cast<C>(eps);
     const C count = static_cast<C>(n);
     const auto plus = [](C x, C y) { return x + y; };
-    ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
+    // Everything the loop reads of the descriptors, in registers before it:
+    // read through the members (pointers to the caller's stack), each use
+    // reloaded them after every store (the stores may alias the stack in
+    // the generic address space), one dependent load after another.
+    const T* const a_data = a->data();
+    T* const out_data = out->data();
+    const T* const w_data = weight->data();
+    const T* const b_data = kBias ? bias->data() : nullptr;
+    const long long w_stride = weight->stride(0);
+    const long long b_stride = kBias ? bias->stride(0) : 0;
+    const RowOffsets a_at = *a_rows;
+    const RowOffsets out_at = *out_rows;
+    const long long row_n = n;
+    const int act = activation;
+    ForEachWarpRowBatch<kPerRow>(*ctx, row_n, [&](const WarpRowBatch<kPerRow>& batch) {
       long long a_base[kRows];
       long long out_base[kRows];
-      batch.template row_bases<kDense>(*a_rows, a_base);
-      batch.template row_bases<kDense>(*out_rows, out_base);
+      batch.template row_bases<kDense>(a_at, a_base);
+      batch.template row_bases<kDense>(out_at, out_base);
       // The lane's weights and biases (the same columns in every batch) with
       // the batch's values: one round of loads.
       C w[kPerRow];
@@ -91,16 +105,15 @@ struct NormalizeWarpRows {
 #pragma unroll
       for (int k = 0; k < kPerRow; ++k) {
         const long long j = batch.column(k);
-        w[k] = j < n ? convert<C>(weight->at_offset(j * weight->stride(0))) : C(0);
-        b[k] = kBias && j < n ? convert<C>(bias->at_offset(j * bias->stride(0))) : C(0);
+        w[k] = j < row_n ? convert<C>(w_data[j * w_stride]) : C(0);
+        b[k] = kBias && j < row_n ? convert<C>(b_data[j * b_stride]) : C(0);
       }
       C v[kRowBatchElements];
 #pragma unroll
       for (int e = 0; e < kRowBatchElements; ++e) {
-        v[e] =
-            batch.has(e)
-                ? convert<C>(a->at_offset(a_rows->at<kDense>(a_base[e / kPerRow], batch.column(e))))
-                : C(0);
+        v[e] = batch.has(e)
+                   ? convert<C>(a_data[a_at.at<kDense>(a_base[e / kPerRow], batch.column(e))])
+                   : C(0);
       }
       if (kBias) {
         C mean[kRows];
@@ -119,8 +132,8 @@ struct NormalizeWarpRows {
         if (!batch.has(e)) continue;
         const int k = e % kPerRow;
         const C scaled = v[e] * scale[e / kPerRow] * w[k];
-        out->at_offset(out_rows->at<kDense>(out_base[e / kPerRow], batch.column(e))) =
-            NormOutput<T>(kBias ? scaled + b[k] : scaled, activation);
+        out_data[out_at.at<kDense>(out_base[e / kPerRow], batch.column(e))] =
+            NormOutput<T>(kBias ? scaled + b[k] : scaled, act);
       }
     });
   }

@@ -70,18 +70,22 @@ struct SoftmaxWarpRows {
   template <int kPerRow, bool kDense>
   __device__ void Run() const {
     constexpr int kRows = WarpRowBatch<kPerRow>::kRows;
+    // In registers before the loop (NormalizeWarpRows::Run says why).
+    const T* const a_data = a->data();
+    T* const out_data = out->data();
+    const RowOffsets a_at = *a_rows;
+    const RowOffsets out_at = *out_rows;
     ForEachWarpRowBatch<kPerRow>(*ctx, n, [&](const WarpRowBatch<kPerRow>& batch) {
       long long a_base[kRows];
       long long out_base[kRows];
-      batch.template row_bases<kDense>(*a_rows, a_base);
-      batch.template row_bases<kDense>(*out_rows, out_base);
+      batch.template row_bases<kDense>(a_at, a_base);
+      batch.template row_bases<kDense>(out_at, out_base);
       C v[kRowBatchElements];
 #pragma unroll
       for (int e = 0; e < kRowBatchElements; ++e) {
-        v[e] =
-            batch.has(e)
-                ? convert<C>(a->at_offset(a_rows->at<kDense>(a_base[e / kPerRow], batch.column(e))))
-                : ::gpuos::lowest<C>();
+        v[e] = batch.has(e)
+                   ? convert<C>(a_data[a_at.at<kDense>(a_base[e / kPerRow], batch.column(e))])
+                   : ::gpuos::lowest<C>();
       }
       C row_max[kRows];
       batch.reduce(
@@ -102,7 +106,7 @@ struct SoftmaxWarpRows {
         if (!batch.has(e)) continue;
         const int r = e / kPerRow;
         const C result = kLog ? v[e] - sum[r] : v[e] / sum[r];
-        out->at_offset(out_rows->at<kDense>(out_base[r], batch.column(e))) = convert<T>(result);
+        out_data[out_at.at<kDense>(out_base[r], batch.column(e))] = convert<T>(result);
       }
     });
   }
