@@ -145,10 +145,10 @@ int main() {
         cudaMemcpy(t.data(), ns, kReps * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
         std::vector<unsigned long long> steady(t.begin() + 4, t.end());
         std::sort(steady.begin(), steady.end());
-        std::printf("%s {\"op\": \"%s\", \"rows\": %lld, \"call\": \"%s\", \"median_ns\": %llu, "
-                    "\"first_ns\": %llu}\n",
-                    first ? " " : ",", kOps[op], rows, kModes[mode], steady[steady.size() / 2],
-                    t[0]);
+        std::printf(
+            "%s {\"op\": \"%s\", \"rows\": %lld, \"call\": \"%s\", \"median_ns\": %llu, "
+            "\"first_ns\": %llu}\n",
+            first ? " " : ",", kOps[op], rows, kModes[mode], steady[steady.size() / 2], t[0]);
         first = false;
       }
     }
