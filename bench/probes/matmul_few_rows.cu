@@ -24,13 +24,12 @@
 //     bench/probes/matmul_few_rows.cu device/src/indexing.cu -o /tmp/probe && /tmp/probe
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "gpuos/device/matmul.cuh"
+#include "probe_common.cuh"
 
 using gpuos::device::kWorkerScratchBytes;
 using gpuos::device::kWorkerThreads;
@@ -159,23 +158,9 @@ __device__ __noinline__ void RunMatmulCalled(const OpCall& call) { RunMatmul(cal
 
 __device__ void (*g_indirect)(const OpCall&) = RunMatmulCalled;
 
-__device__ unsigned long long NowNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ void Describe(TensorDesc* d, const float* data, long long rows, long long cols,
                          long long row_stride, long long col_stride) {
-  *d = TensorDesc{};
-  d->data = reinterpret_cast<unsigned long long>(data);
-  d->dtype = gpuos::device::kDTypeF32;
-  d->rank = 2;
-  d->numel = rows * cols;
-  d->sizes[0] = rows;
-  d->sizes[1] = cols;
-  d->strides[0] = row_stride;
-  d->strides[1] = col_stride;
+  probe::DescribeF32(d, data, {rows, cols}, {row_stride, col_stride});
 }
 
 // out[m, n] = x[m, :] . w[n, :] for n in the tile [0, cols) (items m * N).
@@ -200,7 +185,7 @@ __global__ void __launch_bounds__(kWorkerThreads)
   void (*fn)(const OpCall&) = g_indirect;
   for (int r = 0; r < kReps; ++r) {
     __syncthreads();
-    const unsigned long long start = NowNs();
+    const unsigned long long start = probe::NowNs();
     if (mode == 1) {
       fn(call);
     } else if (mode == 0) {
@@ -209,7 +194,7 @@ __global__ void __launch_bounds__(kWorkerThreads)
       RunLayout(call, mode - 2, reinterpret_cast<int*>(out));
     }
     __syncthreads();
-    if (threadIdx.x == 0) ns[r] = NowNs() - start;
+    if (threadIdx.x == 0) ns[r] = probe::NowNs() - start;
   }
 }
 
@@ -246,18 +231,12 @@ int main(int argc, char** argv) {
     for (long long cols : {29LL, 64LL, 256LL}) {
       for (int mode : {0, 1, 2, 3, 4}) {
         Probe<<<1, kWorkerThreads>>>(x, w, out, rows, cols, mode, ns);
-        if (cudaDeviceSynchronize() != cudaSuccess) {
-          std::printf("FAILED: %s\n", cudaGetErrorString(cudaGetLastError()));
-          return 1;
-        }
-        std::vector<unsigned long long> t(kReps);
-        cudaMemcpy(t.data(), ns, kReps * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
-        std::vector<unsigned long long> steady(t.begin() + 4, t.end());
-        std::sort(steady.begin(), steady.end());
+        unsigned long long median = 0, cold = 0;
+        if (!probe::CollectTimes(ns, kReps, 4, &median, &cold)) return 1;
         std::printf(
             "%s {\"rows\": %lld, \"cols\": %lld, \"call\": \"%s\", \"median_ns\": %llu, "
             "\"first_ns\": %llu}\n",
-            first ? " " : ",", rows, cols, kModes[mode], steady[steady.size() / 2], t[0]);
+            first ? " " : ",", rows, cols, kModes[mode], median, cold);
         first = false;
       }
     }

@@ -12,11 +12,10 @@
 //     bench/probes/matmul_tiles.cu device/src/indexing.cu -o /tmp/mt && /tmp/mt
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "gpuos/device/matmul.cuh"
+#include "probe_common.cuh"
 
 using gpuos::device::kWorkerScratchBytes;
 using gpuos::device::kWorkerThreads;
@@ -39,25 +38,9 @@ __device__ __forceinline__ void RunMatmul(const OpCall& call) {
 __device__ __noinline__ void RunMatmulCalled(const OpCall& call) { RunMatmul(call); }
 __device__ void (*g_indirect)(const OpCall&) = RunMatmulCalled;
 
-__device__ unsigned long long NowNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ void Describe(TensorDesc* d, const float* data, long long rows, long long cols,
                          long long batch_stride, long long row_stride, long long col_stride) {
-  *d = TensorDesc{};
-  d->data = reinterpret_cast<unsigned long long>(data);
-  d->dtype = gpuos::device::kDTypeF32;
-  d->rank = 3;
-  d->numel = kBatch * rows * cols;
-  d->sizes[0] = kBatch;
-  d->sizes[1] = rows;
-  d->sizes[2] = cols;
-  d->strides[0] = batch_stride;
-  d->strides[1] = row_stride;
-  d->strides[2] = col_stride;
+  probe::DescribeF32(d, data, {kBatch, rows, cols}, {batch_stride, row_stride, col_stride});
 }
 
 __global__ void __launch_bounds__(kWorkerThreads)
@@ -81,14 +64,14 @@ __global__ void __launch_bounds__(kWorkerThreads)
   void (*fn)(const OpCall&) = g_indirect;
   for (int r = 0; r < kReps; ++r) {
     __syncthreads();
-    const unsigned long long start = NowNs();
+    const unsigned long long start = probe::NowNs();
     if (mode == 1) {
       fn(call);
     } else {
       RunMatmul(call);
     }
     __syncthreads();
-    if (threadIdx.x == 0) ns[r] = NowNs() - start;
+    if (threadIdx.x == 0) ns[r] = probe::NowNs() - start;
   }
 }
 
@@ -113,18 +96,12 @@ int main() {
     for (int mode : {0, 1}) {
       const long long end = (items + tiles - 1) / tiles;
       Probe<<<1, kWorkerThreads>>>(q, k, out, 0, end, mode, ns);
-      if (cudaDeviceSynchronize() != cudaSuccess) {
-        std::printf("FAILED: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return 1;
-      }
-      std::vector<unsigned long long> t(kReps);
-      cudaMemcpy(t.data(), ns, kReps * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
-      std::vector<unsigned long long> steady(t.begin() + 4, t.end());
-      std::sort(steady.begin(), steady.end());
+      unsigned long long median = 0, cold = 0;
+      if (!probe::CollectTimes(ns, kReps, 4, &median, &cold)) return 1;
       std::printf(
           "%s {\"task_tiles\": %lld, \"items\": %lld, \"call\": \"%s\", "
           "\"median_ns\": %llu, \"first_ns\": %llu}\n",
-          first ? " " : ",", tiles, end, kModes[mode], steady[steady.size() / 2], t[0]);
+          first ? " " : ",", tiles, end, kModes[mode], median, cold);
       first = false;
     }
   }

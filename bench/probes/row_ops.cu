@@ -13,12 +13,11 @@
 //     bench/probes/row_ops.cu device/src/indexing.cu -o /tmp/row_ops && /tmp/row_ops
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <vector>
 
 #include "gpuos/device/normalization.cuh"
 #include "gpuos/device/softmax.cuh"
+#include "probe_common.cuh"
 
 using gpuos::device::kWorkerScratchBytes;
 using gpuos::device::kWorkerThreads;
@@ -52,27 +51,11 @@ __device__ void (*g_layer_norm)(const OpCall&) = LayerNormCalled;
 __device__ void (*g_softmax)(const OpCall&) = SoftmaxCalled;
 __device__ void (*g_empty)(const OpCall&) = EmptyCalled;
 
-__device__ unsigned long long NowNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ void Describe(TensorDesc* d, const float* data, int rank, long long rows) {
-  *d = TensorDesc{};
-  d->data = reinterpret_cast<unsigned long long>(data);
-  d->dtype = gpuos::device::kDTypeF32;
-  d->rank = rank;
   if (rank == 1) {
-    d->numel = kN;
-    d->sizes[0] = kN;
-    d->strides[0] = 1;
+    probe::DescribeF32(d, data, {kN}, {1});
   } else {
-    d->numel = rows * kN;
-    d->sizes[0] = rows;
-    d->sizes[1] = kN;
-    d->strides[0] = kN;
-    d->strides[1] = 1;
+    probe::DescribeF32(d, data, {rows, kN}, {kN, 1});
   }
 }
 
@@ -102,7 +85,7 @@ __global__ void __launch_bounds__(kWorkerThreads)
   void (*fn)(const OpCall&) = op == 0 ? g_layer_norm : (op == 1 ? g_softmax : g_empty);
   for (int r = 0; r < kReps; ++r) {
     __syncthreads();
-    const unsigned long long start = NowNs();
+    const unsigned long long start = probe::NowNs();
     if (mode == 1) {
       fn(call);
     } else if (op == 0) {
@@ -111,7 +94,7 @@ __global__ void __launch_bounds__(kWorkerThreads)
       Softmax(call);
     }
     __syncthreads();
-    if (threadIdx.x == 0) ns[r] = NowNs() - start;
+    if (threadIdx.x == 0) ns[r] = probe::NowNs() - start;
   }
 }
 
@@ -137,18 +120,12 @@ int main() {
       for (int mode : {0, 1}) {
         if (op == 2 && (mode == 0 || rows != 1)) continue;
         Probe<<<1, kWorkerThreads>>>(x, w, b, out, rows, op, mode, ns);
-        if (cudaDeviceSynchronize() != cudaSuccess) {
-          std::printf("FAILED: %s\n", cudaGetErrorString(cudaGetLastError()));
-          return 1;
-        }
-        std::vector<unsigned long long> t(kReps);
-        cudaMemcpy(t.data(), ns, kReps * sizeof(unsigned long long), cudaMemcpyDeviceToHost);
-        std::vector<unsigned long long> steady(t.begin() + 4, t.end());
-        std::sort(steady.begin(), steady.end());
+        unsigned long long median = 0, cold = 0;
+        if (!probe::CollectTimes(ns, kReps, 4, &median, &cold)) return 1;
         std::printf(
             "%s {\"op\": \"%s\", \"rows\": %lld, \"call\": \"%s\", \"median_ns\": %llu, "
             "\"first_ns\": %llu}\n",
-            first ? " " : ",", kOps[op], rows, kModes[mode], steady[steady.size() / 2], t[0]);
+            first ? " " : ",", kOps[op], rows, kModes[mode], median, cold);
         first = false;
       }
     }

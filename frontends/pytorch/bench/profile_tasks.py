@@ -32,6 +32,7 @@ os.environ.setdefault("GPUOS_TORCH_TRACE", str(1 << 20))
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_events  # noqa: E402
 import workloads  # noqa: E402
 
 import gpuos  # noqa: E402
@@ -51,13 +52,7 @@ def _time_calls(fn, inputs, device, calls: int) -> list[float]:
 def _summarize(trace_path: str, calls: int) -> dict:
     """The newest `calls` submissions of the trace (the timed calls: one
     submission each)."""
-    with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    newest = set(sorted({e["args"]["sequence"] for e in events})[-calls:])
-    by_submission = defaultdict(list)
-    for e in events:
-        if e["args"]["sequence"] in newest:
-            by_submission[e["args"]["sequence"]].append(e)
+    by_submission = trace_events.newest_submissions(trace_path, calls)
     spans, per_op = [], defaultdict(list)
     for sequence, tasks in by_submission.items():
         spans.append(max(t["ts"] + t["dur"] for t in tasks) - min(t["ts"] for t in tasks))

@@ -37,6 +37,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_events  # noqa: E402
 import workloads  # noqa: E402
 
 import gpuos  # noqa: E402
@@ -95,13 +96,11 @@ def _cases():
 
 
 def _positions(trace_path: str, calls: int) -> dict:
-    with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    newest = set(sorted({e["args"]["sequence"] for e in events})[-calls:])
-    by_submission = defaultdict(lambda: defaultdict(list))
-    for e in events:
-        if e["args"]["sequence"] in newest:
-            by_submission[e["args"]["sequence"]][e["args"]["task"]].append(e)
+    by_submission = {}
+    for sequence, events in trace_events.newest_submissions(trace_path, calls).items():
+        by_submission[sequence] = defaultdict(list)
+        for e in events:
+            by_submission[sequence][e["args"]["task"]].append(e)
     durations, gaps, helper_lag, names, spans = (defaultdict(list), defaultdict(list),
                                                  defaultdict(list), {}, [])
     for tasks in by_submission.values():

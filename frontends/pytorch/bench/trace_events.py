@@ -1,0 +1,20 @@
+"""Reading the Chrome trace that gpuos.export_trace writes (diagnostics of
+frontends/pytorch/bench: profile_tasks.py, task_chain_probe.py)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+
+def newest_submissions(trace_path: str, count: int) -> dict:
+    """The task records ("ph": "X" events) of the newest `count` submissions
+    of the trace, by submission sequence (timed calls: one submission each)."""
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    newest = set(sorted({e["args"]["sequence"] for e in events})[-count:])
+    by_submission = defaultdict(list)
+    for e in events:
+        if e["args"]["sequence"] in newest:
+            by_submission[e["args"]["sequence"]].append(e)
+    return dict(by_submission)
