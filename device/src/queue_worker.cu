@@ -340,9 +340,16 @@ __device__ unsigned int AnnounceHelpers(const Queue& q, unsigned int task, unsig
   StoreVolatile(&q.nodes[task].helper_tickets, static_cast<int>(helpers));
   __threadfence();  // the tickets before the announcement
   const unsigned long long word = EncodeReady(task, slot, true);
-  for (unsigned int i = 0; i < kHelpBoardWords; ++i) {
+  // The task's own word first (usually free: one CAS); when it is taken, one
+  // round trip reads the board and only words seen free are tried, so a
+  // full board costs no CAS round per word.
+  if (atomicCAS(&q.state->help_board[task % kHelpBoardWords], 0ull, word) == 0ull) return 0;
+  unsigned long long seen[kHelpBoardWords];
+#pragma unroll
+  for (unsigned int i = 0; i < kHelpBoardWords; ++i) seen[i] = Volatile(&q.state->help_board[i]);
+  for (unsigned int i = 1; i < kHelpBoardWords; ++i) {
     const unsigned int w = (task + i) % kHelpBoardWords;
-    if (atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) return 0;
+    if (seen[w] == 0ull && atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) return 0;
   }
   const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
   return left > 0 ? static_cast<unsigned int>(left) : 0u;

@@ -118,6 +118,52 @@ TEST_F(RuntimeGpuTest, FanOutFanIn) {
   }
 }
 
+// 32 independent tiled adds at once, 40 times: more tiled tasks announce
+// helpers than the help board has words (QueueDeviceState::help_board), so
+// some helpers go through the ready ring, and each submission reuses the
+// arena entries of the one before while stale board words may still name
+// them. Every tile must run exactly once: an output computed twice or not at
+// all, or a submission that never completes (a ticket counted wrong), fails.
+TEST_F(RuntimeGpuTest, ManyTiledTasksAtOnceShareTheHelpBoard) {
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
+  constexpr std::size_t kN = 20000;
+  constexpr int kTasks = 32;
+  constexpr int kRounds = 40;
+  auto x = Upload(*runtime, Iota(kN, 1.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(x.ok() && ones.ok());
+  std::vector<DeviceTensor> outs;
+  for (int k = 0; k < kTasks; ++k) {
+    auto out = Upload(*runtime, Filled(kN, NAN));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  const std::vector<float> xs = Iota(kN, 1.0f);
+  for (int round = 0; round < kRounds; ++round) {
+    TaskGraph graph(*runtime);
+    for (int k = 0; k < kTasks; ++k) {
+      // In place after the first round: out = out + (round + k) * ones.
+      const DeviceTensor& in = round == 0 ? *x : outs[k];
+      auto id = graph.Add("add", DType::kF32, {in.desc, ones->desc, outs[k].desc},
+                          {{"alpha", std::to_string(round + k)}});
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+    }
+    ASSERT_GT(graph.tasks()[0].num_tiles, 1u);
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "round " << round;
+  }
+  for (int k = 0; k < kTasks; ++k) {
+    auto out = Download(*runtime, outs[k]);
+    ASSERT_TRUE(out.ok());
+    // sum over rounds of (round + k)
+    const double added = kRounds * (kRounds - 1) / 2.0 + static_cast<double>(kRounds) * k;
+    for (std::size_t i = 0; i < kN; ++i) {
+      ASSERT_FLOAT_EQ((*out)[i], static_cast<float>(xs[i] + added)) << "task " << k << " at " << i;
+    }
+  }
+}
+
 // A queue of 64 tasks and 4 submissions: 300 graphs of 8 in-place steps each
 // must all run, with Submit waiting for room instead of overwriting.
 TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
