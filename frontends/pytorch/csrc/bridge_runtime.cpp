@@ -5,6 +5,7 @@
 #include <string>
 #include <system_error>
 
+#include "bridge_host_timing.h"
 #include "gpuos/cuda_driver.h"
 #include "gpuos/embedded_sets.h"
 #include "gpuos/environment.h"
@@ -91,13 +92,18 @@ Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buff
 
 Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
                        CUstream stream) {
+  StepTimer reclaim(LaunchStep::kReclaim);
   while (!pending_.empty() && pending_.front().Ready()) {
     const runtime::Future previous = pending_.front();
     pending_.pop_front();
     GPUOS_RETURN_IF_ERROR(
         previous.Wait(std::chrono::microseconds(0)).WithContext("an earlier run of this program"));
   }
+  reclaim.Stop();
+  StepTimer bind(LaunchStep::kBind);
   GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
+  bind.Stop();
+  StepTimer query(LaunchStep::kStreamQuery);
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   if (stream == nullptr) stream = CU_STREAM_LEGACY;
   const CUresult idle = driver->cuStreamQuery(stream);
@@ -107,9 +113,14 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   } else {
     GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, idle, "cuStreamQuery (PyTorch's current stream)"));
   }
+  query.Stop();
+  StepTimer submit(LaunchStep::kSubmit);
   GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_));
+  submit.Stop();
   pending_.push_back(launched);
+  StepTimer wait(LaunchStep::kStreamWait);
   const Status ordered = runtime_->StreamWaitFor(stream, launched);
+  wait.Stop();
   if (ordered.code() != StatusCode::kFailedPrecondition) return ordered;
   // A device without 64-bit stream memory operations: the stream cannot
   // wait on the device, so the host waits for the results instead.
