@@ -100,3 +100,15 @@ def test_available_reports_why_without_gpu():
     ok, why = gpuos.available()
     assert not ok
     assert "no CUDA device" in why or "extension" in why
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "12x", "5000", "-1"])
+def test_bad_worker_block_count_is_refused_by_name(monkeypatch, value):
+    # Checked before any CUDA call, so this runs without a GPU too.
+    try:
+        from gpuos import _C
+    except ImportError as error:
+        pytest.skip(f"the extension is not built: {error}")
+    monkeypatch.setenv("GPUOS_TORCH_BLOCKS", value)
+    with pytest.raises(RuntimeError, match="GPUOS_TORCH_BLOCKS must be a worker block count"):
+        _C.Runtime(0)
