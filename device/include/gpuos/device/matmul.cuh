@@ -175,20 +175,32 @@ __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& 
   const int row = tid / 8;
   const int group = tid % 8;
   const int col = group * 4;
-  ForEachMatmulTile(ctx, s, [&](long long batch, long long row0, long long col0) {
-    const MatmulOperand ao = MakeMatmulOperand(a, s, batch);
-    const MatmulOperand bo = MakeMatmulOperand(b, s, batch);
+  // What the loop reads of the shape, the descriptors and the epilogue, in
+  // registers before it: this path runs out of line (MatmulTiledPath), where
+  // each read through the references went to the caller's stack and the
+  // descriptors, again after every store (stores may alias them).
+  const MatmulShape shape = s;
+  const T* const a_data = a.data();
+  const T* const b_data = b.data();
+  T* const out_data = out.data();
+  const long long out_row_stride = out.stride(shape.rank - 2);
+  const long long out_col_stride = out.stride(shape.rank - 1);
+  const long long out_batch_stride = shape.rank == 3 ? out.stride(0) : 0;
+  const Epilogue store = epilogue;
+  ForEachMatmulTile(ctx, shape, [&](long long batch, long long row0, long long col0) {
+    const MatmulOperand ao = MakeMatmulOperand(a, shape, batch);
+    const MatmulOperand bo = MakeMatmulOperand(b, shape, batch);
     C a_next[kPerThread], b_next[kPerThread];
-    MatmulLoadBlock<kMatmulTile, kSlice>(a.data(), ao, row0, 0, a_next);
-    MatmulLoadBlock<kSlice, kMatmulTile>(b.data(), bo, 0, col0, b_next);
+    MatmulLoadBlock<kMatmulTile, kSlice>(a_data, ao, row0, 0, a_next);
+    MatmulLoadBlock<kSlice, kMatmulTile>(b_data, bo, 0, col0, b_next);
     C acc[4] = {C(0), C(0), C(0), C(0)};
-    for (long long k0 = 0; k0 < s.k; k0 += kSlice) {
+    for (long long k0 = 0; k0 < shape.k; k0 += kSlice) {
       MatmulStoreBlock<kMatmulTile, kSlice>(a_tile, ao.rows_fast, a_next, a_index);
       MatmulStoreBlock<kSlice, kMatmulTile>(b_tile, bo.rows_fast, b_next, b_index);
       ctx.sync();
-      if (k0 + kSlice < s.k) {  // the next slice's loads fly while this one computes
-        MatmulLoadBlock<kMatmulTile, kSlice>(a.data(), ao, row0, k0 + kSlice, a_next);
-        MatmulLoadBlock<kSlice, kMatmulTile>(b.data(), bo, k0 + kSlice, col0, b_next);
+      if (k0 + kSlice < shape.k) {  // the next slice's loads fly while this one computes
+        MatmulLoadBlock<kMatmulTile, kSlice>(a_data, ao, row0, k0 + kSlice, a_next);
+        MatmulLoadBlock<kSlice, kMatmulTile>(b_data, bo, k0 + kSlice, col0, b_next);
       }
       const C* a_shared = a_tile;
       const C* b_shared = b_tile;
@@ -204,8 +216,14 @@ __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& 
       }
       ctx.sync();
     }
-    for (int j = 0; j < 4; ++j) {
-      MatmulStore(out, s, batch, row0 + row, col0 + col + j, acc[j], epilogue);
+    const long long r = row0 + row;
+    if (r < shape.m) {
+      T* const out_row = out_data + batch * out_batch_stride + r * out_row_stride;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const long long c = col0 + col + j;
+        if (c < shape.n) out_row[c * out_col_stride] = convert<T>(store(batch, r, c, acc[j]));
+      }
     }
   });
 }
