@@ -62,17 +62,13 @@ __global__ void __launch_bounds__(kWorkerThreads)
   __syncthreads();
   OpCall call{&task, descs, scratch, kWorkerScratchBytes, 3, nullptr};
   void (*fn)(const OpCall&) = g_indirect;
-  for (int r = 0; r < kReps; ++r) {
-    __syncthreads();
-    const unsigned long long start = probe::NowNs();
+  probe::TimeCalls(ns, kReps, [&]() {
     if (mode == 1) {
       fn(call);
     } else {
       RunMatmul(call);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) ns[r] = probe::NowNs() - start;
-  }
+  });
 }
 
 }  // namespace

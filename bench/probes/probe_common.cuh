@@ -40,6 +40,20 @@ __device__ inline void DescribeF32(gpuos::device::TensorDesc* d, const float* da
   for (long long stride : strides) d->strides[k++] = stride;
 }
 
+// Runs call() `reps` times with every thread of the block, thread 0 writing
+// each call's nanoseconds to ns[r] (barriers around each call, inside the
+// timing: an operator's own closing barrier is part of its cost).
+template <typename F>
+__device__ void TimeCalls(unsigned long long* ns, int reps, F&& call) {
+  for (int r = 0; r < reps; ++r) {
+    __syncthreads();
+    const unsigned long long start = NowNs();
+    call();
+    __syncthreads();
+    if (threadIdx.x == 0) ns[r] = NowNs() - start;
+  }
+}
+
 // Waits for the launch just made and returns the median of `ns[warmup,
 // reps)` in *median and ns[0] (the cold call) in *first; false (and a line
 // saying why) when the launch failed.

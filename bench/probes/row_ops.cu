@@ -83,9 +83,7 @@ __global__ void __launch_bounds__(kWorkerThreads)
   __syncthreads();
   OpCall call{&task, descs, scratch, kWorkerScratchBytes, task.num_tensors, nullptr};
   void (*fn)(const OpCall&) = op == 0 ? g_layer_norm : (op == 1 ? g_softmax : g_empty);
-  for (int r = 0; r < kReps; ++r) {
-    __syncthreads();
-    const unsigned long long start = probe::NowNs();
+  probe::TimeCalls(ns, kReps, [&]() {
     if (mode == 1) {
       fn(call);
     } else if (op == 0) {
@@ -93,9 +91,7 @@ __global__ void __launch_bounds__(kWorkerThreads)
     } else if (op == 1) {
       Softmax(call);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) ns[r] = probe::NowNs() - start;
-  }
+  });
 }
 
 }  // namespace
