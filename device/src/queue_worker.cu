@@ -451,8 +451,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       }
       // The helper references, written by the warp's lanes at once: each
       // ring write first waits for its position to be free (a round trip),
-      // so one after another they cost a round trip per helper (8 for a
-      // Linear(256, 256) tile set, ~3.5 us before its first tile ran). Each
+      // so one after another they cost a round trip per helper (a
+      // Linear(256, 256)'s 8 put 5.9 us between the previous task's end and
+      // its first tile, 3.9 us written at once: task_chain_probe_4ea6ae4 and
+      // _3648c82.json in bench/results/experiments). Each
       // writer fences after the warp barrier, so lane 0's count and fence and
       // the predecessors' results come first.
       helpers = __shfl_sync(0xffffffffu, helpers, 0);

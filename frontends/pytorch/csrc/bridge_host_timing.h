@@ -1,7 +1,7 @@
 // A diagnostic of the host part of a compiled call (docs/pytorch.md,
 // "Configuration at run time"): with GPUOS_TORCH_HOST_TIMING set, the
-// bridge adds up the time of each step of Program::Launch and prints the
-// means to stderr when the process exits. Off: one branch per step.
+// bridge adds up the time of each step of Program::Launch and prints each
+// step's mean to stderr when the process exits. Off: one branch per step.
 #pragma once
 
 #include <array>
@@ -30,8 +30,10 @@ class HostTiming {
  private:
   HostTiming();
   bool on_ = false;
+  // Per step: time and how many times it ran (a launch that returns early
+  // skips the later steps, so each mean is over its own count).
   std::array<std::atomic<std::uint64_t>, static_cast<int>(LaunchStep::kCount)> ns_{};
-  std::atomic<std::uint64_t> launches_{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<int>(LaunchStep::kCount)> counts_{};
 };
 
 // Times one step from construction to Stop() (or destruction).

@@ -19,13 +19,14 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
   runtime::RuntimeConfig config;
   config.device = options.device;
   config.trace_capacity = options.trace_capacity;
-  if (const char* blocks = std::getenv("GPUOS_TORCH_BLOCKS"); blocks != nullptr && *blocks != 0) {
+  if (const auto blocks = GetEnv("GPUOS_TORCH_BLOCKS")) {
     char* end = nullptr;
-    const unsigned long value = std::strtoul(blocks, &end, 10);
+    const unsigned long value = std::strtoul(blocks->c_str(), &end, 10);
     if (*end != 0 || value == 0 || value > 4096) {
-      return InvalidArgument(std::string("GPUOS_TORCH_BLOCKS must be a worker block count from 1 "
-                                         "to 4096 (unset: one per SM); got '") +
-                             blocks + "'");
+      return InvalidArgument(
+          "GPUOS_TORCH_BLOCKS must be a worker block count from 1 to 4096 "
+          "(unset: one per SM); got '" +
+          *blocks + "'");
     }
     config.blocks = static_cast<unsigned int>(value);
   }

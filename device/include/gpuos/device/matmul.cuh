@@ -151,9 +151,11 @@ __device__ __forceinline__ void MatmulLoad4(const double* p, double (&v)[4]) {
 // memory (the scratch is; __builtin_assume lets the compiler use shared
 // loads with immediate offsets instead of generic ones), then four FFMAs.
 // The swizzles keep the stores conflict-free (a) or 4-way (b, k fastest).
-// Before, with element swizzles on both and generic loads, the k loop spent
-// about ten address and load instructions per FFMA: a 32 x 32 x 64 tile of
-// attention's scores took 5.3 us inlined (bench/probes/matmul_tiles.cu).
+// Before, with element swizzles on both and generic loads, a tile ran about
+// 8.5 other instructions per FFMA, now 4.4 (Nsight Compute on
+// bench/probes/matmul_tiles.cu, everything inlined:
+// bench/results/experiments/ncu_probe_summaries.json), and a 32 x 32 x 64
+// output tile of attention's scores took 5.3 us instead of 3.9.
 template <typename T, typename Epilogue>
 __device__ void MatmulSimt(const OpContext& ctx, const TensorAccessor<const T>& a,
                            const TensorAccessor<const T>& b, const TensorAccessor<T>& out,
