@@ -209,6 +209,37 @@ std::vector<double> AddmmReference(const std::vector<double>& product,
   return out;
 }
 
+double NormActivationReference(int activation, double x) {
+  switch (activation) {
+    case 1:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case 2:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case 3:
+      return x < 0 ? 0 : x;
+    default:
+      return x;
+  }
+}
+
+std::vector<double> NormRowsReference(DType dtype, const std::vector<double>& a, long long n,
+                                      const std::vector<double>& weight,
+                                      const std::vector<double>& bias, double eps, int activation) {
+  std::vector<double> out = LayerNormReference(a, n, weight, bias, eps);
+  for (double& v : out) v = RoundTo(dtype, NormActivationReference(activation, RoundTo(dtype, v)));
+  return out;
+}
+
+std::vector<double> FusedEpilogueReference(DType dtype, const std::vector<double>& v,
+                                           int activation, const std::vector<double>& residual) {
+  std::vector<double> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out[i] = RoundTo(dtype, NormActivationReference(activation, RoundTo(dtype, v[i])));
+    if (!residual.empty()) out[i] += residual[i];
+  }
+  return out;
+}
+
 std::vector<double> CatReference(const std::vector<double>& a, long long a_cols,
                                  const std::vector<double>& b, long long b_cols, long long rows) {
   std::vector<double> out;

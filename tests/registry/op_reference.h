@@ -51,6 +51,22 @@ std::vector<double> MatmulReference(const std::vector<double>& a, const std::vec
 std::vector<double> AddmmReference(const std::vector<double>& product,
                                    const std::vector<double>& bias, double alpha, double beta);
 
+// layer_norm's / fused_addmm's activation number (0 none, 1 gelu, 2
+// gelu_tanh, 3 relu) applied to x.
+double NormActivationReference(int activation, double x);
+
+// fused_addmm's prologue: each row of n values normalized as by
+// LayerNormReference, rounded to `dtype`, then `activation` and rounded
+// again, as the separate layer_norm task would have stored it.
+std::vector<double> NormRowsReference(DType dtype, const std::vector<double>& a, long long n,
+                                      const std::vector<double>& weight,
+                                      const std::vector<double>& bias, double eps, int activation);
+
+// fused_addmm's epilogue on addmm's result v: rounded to `dtype`, then
+// `activation` and rounded again, plus the residual (empty: none).
+std::vector<double> FusedEpilogueReference(DType dtype, const std::vector<double>& v,
+                                           int activation, const std::vector<double>& residual);
+
 // Row-major [rows, a_cols] and [rows, b_cols] joined along dim 1.
 std::vector<double> CatReference(const std::vector<double>& a, long long a_cols,
                                  const std::vector<double>& b, long long b_cols, long long rows);

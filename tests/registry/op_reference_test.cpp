@@ -130,6 +130,7 @@ class OpReferenceTest : public ::testing::Test {
   void Elementwise(const OperatorSpec& op, DType dtype, std::optional<DType> out_dtype);
   void Reduction(const OperatorSpec& op, DType dtype);
   void Custom(const OperatorSpec& op, DType dtype);
+  void FusedAddmm(const OperatorSpec& op, DType dtype);
 
   static GpuSession* session_;
   static std::vector<OperatorSpec>* ops_;
@@ -249,6 +250,56 @@ void OpReferenceTest::Reduction(const OperatorSpec& op, DType dtype) {
   Expect(out, reference, op.name == "prod" && dtype == DType::kBF16 ? 3e-2 : tolerance);
 }
 
+// fused_addmm: (1) a layer_norm + gelu prologue on a transposed [2, 3, 40]
+// a (few rows), a broadcast bias, gelu_tanh and a transposed residual in
+// the epilogue, tasks of 20 elements (columns straddle them); (2) no
+// prologue, [45, 70] x [70, 37] (tiles), relu and a residual.
+void OpReferenceTest::FusedAddmm(const OperatorSpec& op, DType dtype) {
+  const double tolerance = dtype == DType::kF32 ? 1e-4 : Tolerance(dtype);
+  {
+    const long long batch = 2, m = 3, k = 40, n = 37;
+    HostTensor a =
+        HostTensor::Dense(dtype, {k, m, batch}, Random(dtype, batch * m * k, -2, 2)).Transposed();
+    HostTensor b = HostTensor::Dense(dtype, {batch, k, n}, Random(dtype, batch * k * n, -1, 1));
+    HostTensor c = HostTensor::Dense(dtype, {n}, Random(dtype, n, -1, 1));
+    c.sizes = {batch, m, n};
+    c.strides = {0, 0, 1};
+    HostTensor weight = HostTensor::Dense(dtype, {k}, Random(dtype, k, 0.5, 1.5));
+    HostTensor bias = HostTensor::Dense(dtype, {k}, Random(dtype, k, -1, 1));
+    HostTensor residual =
+        HostTensor::Dense(dtype, {n, m, batch}, Random(dtype, batch * m * n, -1, 1)).Transposed();
+    HostTensor out = HostTensor::Poisoned(dtype, {batch, m, n});
+    const Attributes attributes = {{"alpha", 0.5}, {"beta", -2},      {"norm", 2},
+                                   {"eps", 1e-5},  {"activation", 2}, {"add_residual", 1}};
+    Run(op, dtype, std::nullopt, {&a, &b, &c, &weight, &bias, &residual, &out}, batch * m * n, 20,
+        attributes);
+    if (HasFatalFailure()) return;
+    const std::vector<double> normalized = testing::NormRowsReference(
+        dtype, a.Values(), k, weight.Values(), bias.Values(), attributes.at("eps"), 1);
+    const std::vector<double> v = testing::AddmmReference(
+        testing::MatmulReference(normalized, b.Values(), batch, m, k, n), c.Values(), 0.5, -2);
+    Expect(out, testing::FusedEpilogueReference(dtype, v, 2, residual.Values()), tolerance);
+  }
+  {
+    const long long m = 45, k = 70, n = 37;
+    HostTensor a = HostTensor::Dense(dtype, {m, k}, Random(dtype, m * k, -1, 1));
+    HostTensor b = HostTensor::Dense(dtype, {n, k}, Random(dtype, n * k, -1, 1)).Transposed();
+    HostTensor c = HostTensor::Dense(dtype, {n}, Random(dtype, n, -1, 1));
+    HostTensor residual =
+        HostTensor::Dense(dtype, {n, m}, Random(dtype, m * n, -1, 1)).Transposed();
+    HostTensor out = HostTensor::Poisoned(dtype, {m, n});
+    const Attributes attributes = {{"alpha", 1},  {"beta", 1},       {"norm", 0},
+                                   {"eps", 1e-5}, {"activation", 3}, {"add_residual", 1}};
+    Run(op, dtype, std::nullopt, {&a, &b, &c, &a, &a, &residual, &out}, m * n, 500, attributes);
+    if (HasFatalFailure()) return;
+    c.sizes = {m, n};
+    c.strides = {0, 1};
+    const std::vector<double> v = testing::AddmmReference(
+        testing::MatmulReference(a.Values(), b.Values(), 1, m, k, n), c.Values(), 1, 1);
+    Expect(out, testing::FusedEpilogueReference(dtype, v, 3, residual.Values()), tolerance);
+  }
+}
+
 void OpReferenceTest::Custom(const OperatorSpec& op, DType dtype) {
   const Attributes attributes = DefaultAttributes(op);
   const double tolerance = std::max(Tolerance(dtype), dtype == DType::kF32 ? 1e-4 : 0.0);
@@ -336,6 +387,8 @@ void OpReferenceTest::Custom(const OperatorSpec& op, DType dtype) {
                                      bias2.Values(), scaled.at("alpha"), scaled.at("beta")),
              matmul_tolerance);
     }
+  } else if (name == "fused_addmm") {
+    FusedAddmm(op, dtype);
   } else if (name == "fill" || name == "arange") {
     HostTensor out = HostTensor::Poisoned(dtype, {13, 7}).Transposed();  // [7, 13], strided
     Attributes values = attributes;

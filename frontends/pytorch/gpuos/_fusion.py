@@ -71,11 +71,14 @@ def literal_text(value: Any, dtype: str) -> Optional[str]:
 def optimize(program: Program) -> Program:
     """The rewrites GPUOS_FUSION=0 turns off, in order: scalar scales folded
     into the products that feed them and activations into the layer_norms
-    that feed them (_fold.py), then elementwise groups fused. Changes
-    `program` in place and returns it."""
+    that feed them (_fold.py), a Linear layer's layer_norm, activation and
+    residual add into its task (_fold_linear.py), then elementwise groups
+    fused. Changes `program` in place and returns it."""
     from ._fold import fold_matmul_scales, fold_norm_activations
+    from ._fold_linear import fold_linear_neighbours
 
-    return fuse_elementwise(fold_norm_activations(fold_matmul_scales(program)))
+    return fuse_elementwise(
+        fold_linear_neighbours(fold_norm_activations(fold_matmul_scales(program))))
 
 
 def fuse_elementwise(program: Program) -> Program:

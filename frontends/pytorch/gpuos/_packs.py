@@ -60,6 +60,8 @@ STANDARD_OPERATORS: dict[str, OpSpec] = {
     "bmm": OpSpec(2, 1, "f32 f16 bf16 f64"),
     "addmm": OpSpec(3, 1, "f32 f16 bf16 f64", ('alpha', 'beta')),
     "baddbmm": OpSpec(3, 1, "f32 f16 bf16 f64", ('alpha', 'beta')),
+    "fused_addmm": OpSpec(6, 1, "f32 f16 bf16 f64",
+                          ('alpha', 'beta', 'norm', 'eps', 'activation', 'add_residual')),
     "logical_and": OpSpec(2, 1, "bool f32 f16 bf16 f64 i8 u8 i32 i64"),
     "logical_or": OpSpec(2, 1, "bool f32 f16 bf16 f64 i8 u8 i32 i64"),
     "logical_xor": OpSpec(2, 1, "bool f32 f16 bf16 f64 i8 u8 i32 i64"),

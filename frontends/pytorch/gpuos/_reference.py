@@ -91,6 +91,30 @@ def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[s
         if beta != 0:
             result = beta * ins[2].to(compute) + result
         out.copy_(result)
+    elif op == "fused_addmm":
+        # matmul_fused.cuh: the layer_norm prologue, addmm, the activation and
+        # the residual, rounded to the dtype where separate tasks would store.
+        compute = torch.float32 if out.dtype in (torch.float16, torch.bfloat16) else out.dtype
+        a = ins[0]
+        norm = int(attrs.get("norm", 0))
+        if norm:
+            a = torch.nn.functional.layer_norm(a.to(compute), [a.shape[-1]], ins[3].to(compute),
+                                               ins[4].to(compute), attrs.get("eps", 1e-5))
+            if norm > 1:
+                a = NORM_ACTIVATIONS[norm - 1](a.to(out.dtype).to(compute))
+            a = a.to(out.dtype)
+        alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+        result = alpha * torch.matmul(a.to(compute), ins[1].to(compute))
+        if beta != 0:
+            result = beta * ins[2].to(compute) + result
+        activation = int(attrs.get("activation", 0))
+        if activation or attrs.get("add_residual", 0):
+            result = result.to(out.dtype).to(compute)
+        if activation:
+            result = NORM_ACTIVATIONS[activation](result).to(out.dtype).to(compute)
+        if attrs.get("add_residual", 0):
+            result = result + ins[5].to(compute)
+        out.copy_(result)
     elif op == "softmax":
         out.copy_(torch.softmax(ins[0], -1))
     elif op == "log_softmax":

@@ -7,6 +7,7 @@
 #include "gpuos/device/dtype_traits.cuh"
 #include "gpuos/device/elementwise.cuh"
 #include "gpuos/device/matmul.cuh"
+#include "gpuos/device/matmul_fused.cuh"
 #include "gpuos/device/normalization.cuh"
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/op_context.cuh"
