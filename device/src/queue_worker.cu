@@ -329,28 +329,6 @@ __device__ unsigned int SoleSuccessor(const Queue& q, const BlockCache& cache, u
   return deps == 1 ? first : kNoTask;
 }
 
-// Thread 0: the sole successor of window entry `at` (SoleSuccessor) when it
-// is a tiled task, else kNoTask: the task a block that finished a tile of
-// entry `at`'s task may join before that task is complete (RunChain).
-__device__ unsigned int TiledSoleSuccessor(const Queue& q, const BlockCache& cache,
-                                           unsigned int at) {
-  const unsigned int next = SoleSuccessor(q, cache, at);
-  if (next == kNoTask) return kNoTask;
-  const unsigned int tiles = InWindow(cache, next)
-                                 ? cache.window[next - cache.window_base].num_tiles
-                                 : __ldcg(&q.tasks[next].num_tiles);
-  return tiles > 1 ? next : kNoTask;
-}
-
-// Thread 0: waits until all `tiles` tiles of `task` are done, then acquires
-// their results. Every tile is claimed by a running block when this is
-// called, so the wait ends within a tile's time; the caller holds a
-// completion of the task's submission, so the node is not reused meanwhile.
-__device__ void WaitForTiles(const Queue& q, unsigned int task, unsigned int tiles) {
-  while (Volatile(&q.nodes[task].tiles_done) < tiles) __nanosleep(32);
-  __threadfence();
-}
-
 // Thread 0, claiming tile 0 of a tiled task whose `helpers` are counted in
 // its submission's `remaining`: sets the task's helper tickets and announces
 // it on a free word of the help board. Returns how many helpers still need
@@ -424,9 +402,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   // step, so that the table loads overlap its other work.
   __shared__ gpuos::device::OpFunction op_function;
   __shared__ unsigned int op_slot;
-  // The tiled task to join when no tile of the current one is left
-  // (kNoTask: none, return), decided by thread 0 with the claim.
-  __shared__ unsigned int join_task;
   const ReadyEntry start = DecodeReady(entry);
   const unsigned int slot = start.slot;
   if (threadIdx.x == 0) {
@@ -435,12 +410,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   }
   unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
-  // Thread 0's: after finishing a tile of `held_task` this block holds a
-  // completion of its submission (so the submission, and the task's node,
-  // outlive the task) and, when no tile is left, joins `held_successor`
-  // once the task is done, instead of returning to the idle loop to find
-  // it through the help board (TiledSoleSuccessor).
-  unsigned int held_task = kNoTask, held_successor = kNoTask, held_tiles = 0;
   while (task != kNoTask) {
     GPUOS_PHASE_BEGIN(step_clock);
     GPUOS_PHASE_BEGIN(phase);
@@ -460,7 +429,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // An untiled task is pushed or handed over exactly once: no claim.
         t = tiles == 1 ? 0u : atomicAdd(&q.nodes[task].tiles_next, 1u);
         claimed = t < tiles;
-        join_task = !claimed && task == held_task ? held_successor : kNoTask;
         if (claimed && tiles > 1) {
           if (t == 0) {
             helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
@@ -510,14 +478,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       }
     }
     __syncthreads();
-    if (!claimed) {
-      const unsigned int target = join_task;
-      if (target == kNoTask) return;
-      if (threadIdx.x == 0) WaitForTiles(q, task, held_tiles);
-      __syncthreads();
-      task = target;
-      continue;
-    }
+    if (!claimed) return;
     const unsigned int tiles = tile.num_tiles == 0 ? 1u : tile.num_tiles;
     const unsigned int chain_next = sole_successor;
     const unsigned int num_tensors =
@@ -576,19 +537,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       unsigned int next = kNoTask;
       unsigned int done = 1;
       if (tiles > 1) {
-        if (task != held_task) {
-          held_task = task;
-          held_successor = TiledSoleSuccessor(q, cache, at);
-          held_tiles = tiles;
-        }
-        if (held_successor != kNoTask) {
-          // Held before this tile counts as done, i.e. while the task (and
-          // with it the submission) is certainly not finished; given back
-          // with the block's other completions.
-          atomicAdd(q.remaining + slot, 1u);
-          completions->Add(q, slot, 1);
-        }
-        __threadfence();  // this tile's results (and the hold) before the count others read
+        __threadfence();  // this tile's results before the count other blocks read
         done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
         if (done == tiles) __threadfence();  // acquire the other tiles' results
       }
