@@ -18,9 +18,8 @@
 // 216 -> 664 bytes a thread by ptxas -v):
 // 1. Prologue: every row of a (all batch items, at most
 //    kFusedNormBytes of T in all) normalized into the block's
-//    fused-norm buffer in shared memory, a warp per row (rows of up to 256
-//    values loaded at once into the buffer; the mean, then the variance of
-//    the deviations, as layer_norm), then a barrier.
+//    fused-norm buffer in shared memory, a warp per row (two passes over the
+//    row for the mean and the variance, like layer_norm), then a barrier.
 //    Every task of the product normalizes the rows itself: they are few (a
 //    Linear layer over a few tokens), and it saves the layer_norm task.
 // 2. addmm (few-rows path or tiles) from that buffer, or from a itself.
@@ -48,8 +47,6 @@ namespace device {
 
 // Bytes of normalized rows the prologue holds (batch * M * K elements of T).
 constexpr long long kFusedNormBytes = 8192;
-// Rows of up to 32 * kFusedNormPerLane values are loaded in one round trip.
-constexpr int kFusedNormPerLane = 8;
 
 // The block's buffer for the normalized rows and their descriptor: static
 // shared memory of the kernel image, next to the worker's scratch.
@@ -57,12 +54,6 @@ struct FusedNormBuffer {
   TensorDesc desc;
   alignas(16) unsigned char rows[kFusedNormBytes];
 };
-
-// Starts moving the line holding *p into L1 (no register, no wait).
-template <typename T>
-__device__ __forceinline__ void PrefetchL1(const T* p) {
-  asm volatile("prefetch.L1 [%0];" ::"l"(p));
-}
 
 __device__ inline FusedNormBuffer& FusedNormShared() {
   __shared__ FusedNormBuffer buffer;
@@ -101,45 +92,6 @@ __device__ TensorAccessor<const T> NormalizeRowsToShared(
     const long long item = row / s.m;
     const T* const src = a_data + item * batch_stride + (row - item * s.m) * row_stride;
     T* const dst = rows + row * k;
-    if (k <= 32 * kFusedNormPerLane) {
-      // One round trip: the row's loads all at once, kept (exactly, as T)
-      // in the lane's slots of the buffer, the weights and biases
-      // prefetched into L1 meanwhile; then the two folds from shared
-      // memory. (Three passes over global memory cost a tile about 3.4 us
-      // more than addmm's on the H100; holding weights and biases in
-      // registers raised the registers saved per call by a third.)
-      C sum = C(0);
-#pragma unroll
-      for (int e = 0; e < kFusedNormPerLane; ++e) {
-        const long long j = lane + 32 * e;
-        if (j < k) {
-          const T x = src[j * col_stride];
-          dst[j] = x;
-          sum += convert<C>(x);
-          PrefetchL1(w_data + j * w_stride);
-          PrefetchL1(b_data + j * b_stride);
-        }
-      }
-      const C mean = butterfly(sum) / count;
-      sum = C(0);
-#pragma unroll
-      for (int e = 0; e < kFusedNormPerLane; ++e) {
-        const long long j = lane + 32 * e;
-        const C d = j < k ? convert<C>(dst[j]) - mean : C(0);
-        sum += d * d;
-      }
-      const C scale = C(1) / sqrt(butterfly(sum) / count + epsilon);
-#pragma unroll
-      for (int e = 0; e < kFusedNormPerLane; ++e) {
-        const long long j = lane + 32 * e;
-        if (j < k) {
-          const C y = (convert<C>(dst[j]) - mean) * scale * convert<C>(w_data[j * w_stride]) +
-                      convert<C>(b_data[j * b_stride]);
-          dst[j] = NormOutput<T>(y, activation);
-        }
-      }
-      continue;
-    }
     C sum = C(0);
     for (long long j = lane; j < k; j += 32) sum += convert<C>(src[j * col_stride]);
     const C mean = butterfly(sum) / count;
