@@ -128,6 +128,7 @@ template <typename F>
 __device__ void ForEachOwnedOutput(const OpContext& ctx, const MatmulShape& s, F&& f) {
   const long long tid = ctx.thread_index();
   const long long threads = ctx.num_threads();
+  if (s.batch <= 0 || s.m <= 0 || s.n <= 0) return;  // nothing owned (and no division by 0)
   if (s.m <= kMatmulFewRowsMax) {  // units of one column's M elements (matmul_few_rows.cuh)
     const long long items = s.batch * s.m * s.n;
     const long long begin = ctx.begin() < 0 ? 0 : (ctx.begin() > items ? items : ctx.begin());
