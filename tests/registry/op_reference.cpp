@@ -210,16 +210,11 @@ std::vector<double> AddmmReference(const std::vector<double>& product,
 }
 
 double NormActivationReference(int activation, double x) {
-  switch (activation) {
-    case 1:
-      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-    case 2:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case 3:
-      return x < 0 ? 0 : x;
-    default:
-      return x;
-  }
+  // The numbering of layer_norm's `activation`; the formulas are the
+  // elementwise operators' own references.
+  static const char* const kNames[] = {"gelu", "gelu_tanh", "relu"};
+  if (activation < 1 || activation > 3) return x;
+  return ElementwiseReference(kNames[activation - 1])({x}, Attributes{}, DType::kF64, DType::kF64);
 }
 
 std::vector<double> NormRowsReference(DType dtype, const std::vector<double>& a, long long n,

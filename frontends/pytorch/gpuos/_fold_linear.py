@@ -78,7 +78,7 @@ def fold_norm_prologues(program: Program) -> Program:
             continue
         a = task.tensors[0]
         norm_index = _sole_product(program, a, i, writers, readers, ("layer_norm",))
-        if norm_index is None or norm_index in folded.values() or norm_index in folded:
+        if norm_index is None or norm_index in folded:
             continue
         norm = program.tasks[norm_index]
         x, weight, bias, normalized = norm.tensors

@@ -66,6 +66,18 @@ def _elementwise(op: str, ins: list[torch.Tensor], attrs: dict[str, float]) -> t
     return table[op]()
 
 
+def _addmm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, attrs: dict[str, float],
+           dtype: torch.dtype) -> torch.Tensor:
+    """addmm as the device computes it: the product and the bias in the
+    compute type (float for f16 / bf16), not rounded; beta == 0 never reads c."""
+    compute = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    result = alpha * torch.matmul(a.to(compute), b.to(compute))
+    if beta != 0:
+        result = beta * c.to(compute) + result
+    return result
+
+
 def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[str, float]):
     if op == "fill":
         out.fill_(attrs.get("value", 0.0))
@@ -82,15 +94,7 @@ def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[s
     elif op in ("matmul", "bmm"):
         out.copy_(torch.matmul(ins[0], ins[1]))
     elif op in ("addmm", "baddbmm"):
-        # As the device: the product and the epilogue in the compute type
-        # (float for f16 / bf16), one rounding at the store; beta == 0 never
-        # reads c.
-        compute = torch.float32 if out.dtype in (torch.float16, torch.bfloat16) else out.dtype
-        alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
-        result = alpha * torch.matmul(ins[0].to(compute), ins[1].to(compute))
-        if beta != 0:
-            result = beta * ins[2].to(compute) + result
-        out.copy_(result)
+        out.copy_(_addmm(ins[0], ins[1], ins[2], attrs, out.dtype))
     elif op == "fused_addmm":
         # matmul_fused.cuh: the layer_norm prologue, addmm, the activation and
         # the residual, rounded to the dtype where separate tasks would store.
@@ -103,10 +107,7 @@ def _run_task(op: str, ins: list[torch.Tensor], out: torch.Tensor, attrs: dict[s
             if norm > 1:
                 a = NORM_ACTIVATIONS[norm - 1](a.to(out.dtype).to(compute))
             a = a.to(out.dtype)
-        alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
-        result = alpha * torch.matmul(a.to(compute), ins[1].to(compute))
-        if beta != 0:
-            result = beta * ins[2].to(compute) + result
+        result = _addmm(a, ins[1], ins[2], attrs, out.dtype)
         activation = int(attrs.get("activation", 0))
         if activation or attrs.get("add_residual", 0):
             result = result.to(out.dtype).to(compute)
