@@ -56,8 +56,11 @@ enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kHelp, kExit };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
-// finished submission's arena ranges are reused (the block's own unflushed
-// completions keep its batch's submissions in flight until the batch ends).
+// finished submission's arena ranges are reused. Within a chain the block
+// always holds something that keeps the submission in flight: a helper
+// reference, its unflushed completions, or a tile it claimed and has not
+// counted done (RunChain claims the next tile of a task before counting its
+// previous one).
 struct BlockCache {
   TaskDesc window[kWindow];               // descriptors [window_base, window_base + window_count)
   unsigned int first_successor[kWindow];  // kNoTask when none
@@ -410,6 +413,9 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   }
   unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
+  // Thread 0's: the tile of `task` this block claimed before counting its
+  // previous tile done (kNoTask: none; claim at the top of the step).
+  unsigned int claimed_ahead = kNoTask;
   while (task != kNoTask) {
     GPUOS_PHASE_BEGIN(step_clock);
     GPUOS_PHASE_BEGIN(phase);
@@ -427,7 +433,14 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         }
         const unsigned int tiles = desc.num_tiles == 0 ? 1u : desc.num_tiles;
         // An untiled task is pushed or handed over exactly once: no claim.
-        t = tiles == 1 ? 0u : atomicAdd(&q.nodes[task].tiles_next, 1u);
+        if (tiles == 1) {
+          t = 0;
+        } else if (claimed_ahead != kNoTask) {
+          t = claimed_ahead;
+          claimed_ahead = kNoTask;
+        } else {
+          t = atomicAdd(&q.nodes[task].tiles_next, 1u);
+        }
         claimed = t < tiles;
         if (claimed && tiles > 1) {
           if (t == 0) {
@@ -536,13 +549,25 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       ++*completed;
       unsigned int next = kNoTask;
       unsigned int done = 1;
+      unsigned int ahead = tiles;
       if (tiles > 1) {
+        // The next tile is claimed before this one counts as done: until
+        // then the task, and with it the submission, cannot finish, so the
+        // node and this block's window still hold this task. Claimed after
+        // the count, a block that had stalled could take a tile of the next
+        // submission in the same arena entry and run it with the old
+        // descriptor (one racecheck run: an element one add short;
+        // bench/results/experiments/help_board_race_5934a45.txt).
+        ahead = atomicAdd(&q.nodes[task].tiles_next, 1u);
         __threadfence();  // this tile's results before the count other blocks read
         done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
         if (done == tiles) __threadfence();  // acquire the other tiles' results
       }
-      if (done < tiles) {
-        next = task;  // claim another tile if one is left
+      if (ahead < tiles) {
+        next = task;  // the tile claimed above
+        claimed_ahead = ahead;
+      } else if (done < tiles) {
+        next = kNoTask;  // the blocks still running tiles finish the task
       } else {
         // Helper tickets nobody took count as helpers that came and left.
         const int left = tiles > 1 ? atomicExch(&q.nodes[task].helper_tickets, 0) : 0;

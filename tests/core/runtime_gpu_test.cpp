@@ -164,6 +164,53 @@ TEST_F(RuntimeGpuTest, ManyTiledTasksAtOnceShareTheHelpBoard) {
   }
 }
 
+// Two blocks and tasks of eight tiles: each block claims tile after tile of
+// the same task, and every round reuses the previous round's arena entries
+// with a new alpha. A block must not claim a tile of the next round's task
+// through its stale copy of the old descriptor: it claims its next tile
+// before counting the previous one done (RunChain). Before that, one
+// racecheck run of the test above saw an element one add short.
+TEST_F(RuntimeGpuTest, ReclaimedTilesStayInTheirSubmission) {
+  RuntimeConfig config;
+  config.blocks = 2;
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr std::size_t kN = 65536;
+  constexpr int kTasks = 8;
+  constexpr int kRounds = 400;
+  auto x = Upload(*runtime, Iota(kN, 1.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(x.ok() && ones.ok());
+  std::vector<DeviceTensor> outs;
+  for (int k = 0; k < kTasks; ++k) {
+    auto out = Upload(*runtime, Filled(kN, NAN));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    TaskGraph graph(*runtime);
+    for (int k = 0; k < kTasks; ++k) {
+      const DeviceTensor& in = round == 0 ? *x : outs[k];
+      ASSERT_TRUE(graph
+                      .Add("add", DType::kF32, {in.desc, ones->desc, outs[k].desc},
+                           {{"alpha", std::to_string(round + k)}})
+                      .ok());
+    }
+    ASSERT_GE(graph.tasks()[0].num_tiles, 4u);
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "round " << round;
+  }
+  const std::vector<float> xs = Iota(kN, 1.0f);
+  for (int k = 0; k < kTasks; ++k) {
+    auto out = Download(*runtime, outs[k]);
+    ASSERT_TRUE(out.ok());
+    const double added = kRounds * (kRounds - 1) / 2.0 + static_cast<double>(kRounds) * k;
+    for (std::size_t i = 0; i < kN; ++i) {
+      ASSERT_FLOAT_EQ((*out)[i], static_cast<float>(xs[i] + added)) << "task " << k << " at " << i;
+    }
+  }
+}
+
 // A queue of 64 tasks and 4 submissions: 300 graphs of 8 in-place steps each
 // must all run, with Submit waiting for room instead of overwriting.
 TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
