@@ -110,8 +110,11 @@ __device__ __forceinline__ bool InWindow(const BlockCache& cache, unsigned int t
 // Copies `count` 16-byte words from mapped host memory (never cached: the
 // staging arenas are reused) to device memory: the submission's tasks, then
 // tensors, then successors (4-byte words, widened), eight loads in flight per
-// thread so one pass costs about one PCIe round trip.
-__device__ void CopySubmission(const Queue& q, const Submission& sub) {
+// thread so one pass costs about one PCIe round trip. Out of line: inlined
+// into a worker short of registers (GPUOS_OPERATOR_PRESERVE, op_call.cuh),
+// each loaded value was spilled as it arrived, the eight loads one round
+// trip after another.
+__device__ __noinline__ void CopySubmission(const Queue& q, const Submission& sub) {
   const unsigned int task_words = sub.task_count * kTaskWords;
   const unsigned int tensor_words = sub.tensor_count * kTensorWords;
   const unsigned int total = task_words + tensor_words + sub.successor_count;
@@ -517,10 +520,13 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
     call.num_tensors = num_tensors;
     call.status = q.slot_status + slot;  // the submission's own error record
     // LoadTensors checked the indices and num_tensors is clamped, so only
-    // the slot is left to check (gpuos_run_task does all three).
+    // the slot is left to check (gpuos_task_operator does all three).
     const gpuos::device::OpFunction op = op_function;
     if (!bad_tensor) {
       if (op != nullptr) {
+        // The operators' calling convention (op_call.cuh; the default ABI
+        // unless GPUOS_OPERATOR_PRESERVE is set).
+        GPUOS_OPERATOR_ABI
         op(call);
       } else if (op_slot != 0 && threadIdx.x == 0) {
         gpuos::device::ReportError(call, gpuos::device::kWorkerBadOpcode, op_slot);

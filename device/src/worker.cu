@@ -53,32 +53,37 @@ extern "C" __device__ __noinline__ gpuos::device::OpFunction gpuos_resolve_opera
   return gpuos_op_table[s];
 }
 
-// Resolves the task's operator (gpuos_resolve_operator), checks opcode and
-// tensor indices so operators may index the descriptor table without checks,
-// and calls the operator with every thread of the block. A no-op (slot 0)
-// does nothing. Reports errors through call.status.
-extern "C" __device__ __noinline__ void gpuos_run_task(const OpCall& call) {
+// Resolves the task's operator (gpuos_resolve_operator) and checks opcode and
+// tensor indices so operators may index the descriptor table without checks.
+// Returns the operator to call with every thread of the block, or nullptr:
+// for a no-op (slot 0), and after reporting an error through call.status.
+// The kernel makes the call itself: a kernel has no caller whose registers
+// it must preserve, so under the operators' calling convention
+// (GPUOS_OPERATOR_ABI, when set) it saves only what it keeps live across the
+// call, where a function in between would save all it must preserve.
+extern "C" __device__ __noinline__ gpuos::device::OpFunction gpuos_task_operator(
+    const OpCall& call) {
   const TaskDesc& task = *call.task;
   unsigned int slot = 0;
   const gpuos::device::OpFunction op = gpuos_resolve_operator(task, &slot);
-  if (slot == 0) return;
+  if (slot == 0) return nullptr;
   if (op == nullptr) {
     if (threadIdx.x == 0) gpuos::device::ReportError(call, gpuos::device::kWorkerBadOpcode, slot);
-    return;
+    return nullptr;
   }
   if (task.num_tensors > static_cast<unsigned int>(gpuos::device::kMaxTaskTensors)) {
     if (threadIdx.x == 0)
       gpuos::device::ReportError(call, gpuos::device::kWorkerBadArity, task.num_tensors);
-    return;
+    return nullptr;
   }
   for (unsigned int k = 0; k < task.num_tensors; ++k) {
     if (task.tensors[k] < 0 || static_cast<unsigned int>(task.tensors[k]) >= call.num_tensors) {
       if (threadIdx.x == 0)
         gpuos::device::ReportError(call, gpuos::device::kWorkerBadTensorIndex, k);
-      return;
+      return nullptr;
     }
   }
-  op(call);
+  return op;
 }
 
 extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
@@ -97,7 +102,11 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     call.num_tensors = params.num_tensors;
     call.status = status;
     GPUOS_PHASE_BEGIN(phase);
-    gpuos_run_task(call);
+    const gpuos::device::OpFunction op = gpuos_task_operator(call);
+    if (op != nullptr) {
+      GPUOS_OPERATOR_ABI
+      op(call);
+    }
     GPUOS_PHASE_MARK(phase, 6);
     // The next task may reuse the scratch memory.
     __syncthreads();

@@ -92,6 +92,10 @@ TEST(JitCodegenTest, ElementwiseHasOneEntryPointPerDtype) {
   for (const char* dtype : {"f32", "f16", "i32"}) {
     const std::string symbol = std::string("gpuos_op_9scale_add_v1_2_3_") + dtype;
     EXPECT_EQ(CountOf(s, "extern \"C\" __device__ void " + symbol + "("), 1) << symbol;
+    // Defined under the operators' calling convention (op_call.cuh), as the
+    // table declares them and the workers call them.
+    EXPECT_EQ(CountOf(s, "GPUOS_OPERATOR_ABI\nextern \"C\" __device__ void " + symbol + "("), 1)
+        << symbol;
   }
   EXPECT_EQ(CountOf(s, "extern \"C\" __device__ void "), 3);
   EXPECT_NE(s.find("using T = float;"), std::string::npos);
@@ -260,6 +264,10 @@ TEST(JitCodegenTest, SlotsAreIndependentOfInputOrderAndKeepTwoVersions) {
   EXPECT_NE(table.source.find("gpuos_op_table[] = {\n    nullptr,"), std::string::npos);
   EXPECT_NE(table.source.find("gpuos_op_table_size = 7;"), std::string::npos);
   for (const ImageEntry& entry : entries) {
+    EXPECT_EQ(CountOf(table.source, "GPUOS_OPERATOR_ABI\nextern \"C\" __device__ void " +
+                                        entry.symbol + "(const ::gpuos::device::OpCall&);"),
+              1)
+        << entry.symbol;
     EXPECT_EQ(CountOf(table.source,
                       "    " + entry.symbol + ",  // slot " + std::to_string(entry.slot) + ":"),
               1)

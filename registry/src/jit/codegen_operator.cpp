@@ -105,6 +105,7 @@ void OpenEntry(SourceWriter& w, const Instantiation& in) {
   for (const TensorParam& p : spec.outputs) {
     codes.push_back(DeviceDTypeCode(ParamDType(p, in.dtype, in.out_dtype)));
   }
+  w.Line("GPUOS_OPERATOR_ABI");
   w.Line("extern \"C\" __device__ void " + in.symbol + "(const ::gpuos::device::OpCall& call) {");
   w.Line("  GPUOS_PHASE_BEGIN(gpuos_phase);");
   w.Line("  using T = " + CudaElementType(in.dtype) + ";");

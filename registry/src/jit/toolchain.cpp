@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,24 @@ const DeviceFiles& Device() {
   return files;
 }
 
+// GPUOS_OPERATOR_PRESERVE as a register count (0-255), if set; a value that
+// is not one is reported once and ignored.
+std::optional<int> OperatorPreserveFromEnv() {
+  const std::optional<std::string> value = GetEnv("GPUOS_OPERATOR_PRESERVE");
+  if (!value) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(value->c_str(), &end, 10);
+  if (end != nullptr && *end == '\0' && n >= 0 && n <= 255) return static_cast<int>(n);
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    std::fprintf(stderr,
+                 "gpuos: GPUOS_OPERATOR_PRESERVE=%s is not a register count from 0 to 255; "
+                 "ignored\n",
+                 value->c_str());
+  });
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string NvrtcVersion() {
@@ -186,6 +205,16 @@ std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
   // option, it is part of every unit's cache key.
   if (EnvFlagOn("GPUOS_PHASE_TIMING")) {
     options.push_back("-DGPUOS_PHASE_TIMING=1");
+  }
+  // The registers an operator preserves for its caller (GPUOS_OPERATOR_ABI
+  // in gpuos/device/op_call.cuh; 0 = the default ABI). LTO images keep the
+  // default ABI: nvJitLink 13.0's LTO drops the convention from the operator
+  // table's declarations and then rejects the image ("Inconsistent
+  // prototypes"). Otherwise GPUOS_OPERATOR_PRESERVE may set it (diagnostic).
+  if (mode == LinkMode::kLto) {
+    options.push_back("-DGPUOS_OPERATOR_PRESERVE=0");
+  } else if (const std::optional<int> preserve = OperatorPreserveFromEnv()) {
+    options.push_back("-DGPUOS_OPERATOR_PRESERVE=" + std::to_string(*preserve));
   }
   // Diagnostic: ptxas's register and stack-frame report for every unit,
   // printed to stderr as each unit compiles (GPUOS_PTXAS_INFO=1). An operator

@@ -29,6 +29,34 @@ struct OpCall {
 
 typedef void (*OpFunction)(const OpCall&);
 
+// The operators' calling convention (an option, off by default). Under the
+// default ABI an operator called through a pointer stores and reloads every
+// callee-saved register it uses: 150-230 bytes a thread on every call for the
+// matmul and row operators (GPUOS_PTXAS_INFO's "spill stores"). With
+// GPUOS_OPERATOR_PRESERVE=N > 0 the pragma `nv_abi preserve_n_data(N)` makes
+// the operator preserve only N registers and the worker kernels save what
+// they keep live across the call. Measured on the H100 (docs/device-code.md,
+// "Register budget"): tiles 0.4-1.0 us shorter at N=16, but ptxas then holds
+// the queue worker to about N+38 registers and it spills elsewhere, so a
+// call's host-to-host time grew by 6-10 us on two of the four workloads;
+// hence the default 0, the default ABI. The definition, every declaration
+// and every call through a pointer must carry the same pragma (ptxas
+// rejects a unit where they differ; units linked with different ones would
+// corrupt registers), so all three use this macro, and every unit of an
+// image is compiled from the same headers and options (both are part of
+// each unit's cache key; the JIT passes -DGPUOS_OPERATOR_PRESERVE from the
+// environment variable of that name, docs/configuration.md).
+#ifndef GPUOS_OPERATOR_PRESERVE
+#define GPUOS_OPERATOR_PRESERVE 0
+#endif
+#if GPUOS_OPERATOR_PRESERVE > 0
+#define GPUOS_PRAGMA_TEXT_(text) _Pragma(#text)
+#define GPUOS_OPERATOR_ABI_(n) GPUOS_PRAGMA_TEXT_(nv_abi preserve_n_data(n) preserve_n_control(1))
+#define GPUOS_OPERATOR_ABI GPUOS_OPERATOR_ABI_(GPUOS_OPERATOR_PRESERVE)
+#else
+#define GPUOS_OPERATOR_ABI
+#endif
+
 // Records the first failure of a launch; later ones are dropped.
 __device__ __forceinline__ void ReportError(const OpCall& call, unsigned int error,
                                             unsigned int detail) {

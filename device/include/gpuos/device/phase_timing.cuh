@@ -11,10 +11,11 @@
 //
 // Slots (docs/runtime.md, "Where the time goes now"):
 //   0..5   persistent worker, one chain step: task window + tile copy and
-//          claim (0), tensor descriptors (1), gpuos_run_task as thread 0 sees
+//          claim (0), tensor descriptors (1), the operator call as thread 0 sees
 //          it (2), the barrier after the operator (3), completion and
 //          successors (4), a whole step (5)
-//   6, 7   one-shot worker: gpuos_run_task (6), barrier + count (7)
+//   6, 7   one-shot worker: the checks and the operator call (6), barrier +
+//          count (7)
 //   8..11  elementwise operator: arity/dtype checks (8), ElementwiseTile
 //          (dense check) (9), operands and attributes (10), the dense or
 //          general loop (11)
