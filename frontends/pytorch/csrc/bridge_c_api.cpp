@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bridge_fusion.h"
+#include "bridge_host_timing.h"
 #include "bridge_program.h"
 #include "bridge_runtime.h"
 #include "gpuos_torch_bridge.h"
@@ -175,5 +176,15 @@ unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program) {
 }
 
 void gpuos_torch_program_destroy(GpuosTorchProgram* program) { delete program; }
+
+int gpuos_torch_host_timing_on(void) { return gpuos::torch_bridge::HostTiming::Get().on() ? 1 : 0; }
+
+void gpuos_torch_host_timing_add(int step, unsigned long long ns) {
+  using gpuos::torch_bridge::LaunchStep;
+  if (step != static_cast<int>(LaunchStep::kAllocate) && step != static_cast<int>(LaunchStep::kRun))
+    return;
+  auto& timing = gpuos::torch_bridge::HostTiming::Get();
+  if (timing.on()) timing.Add(static_cast<LaunchStep>(step), std::chrono::nanoseconds(ns));
+}
 
 }  // extern "C"

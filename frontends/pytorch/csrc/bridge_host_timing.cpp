@@ -1,6 +1,8 @@
 #include "bridge_host_timing.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "gpuos/environment.h"
 
@@ -14,20 +16,29 @@ HostTiming& HostTiming::Get() {
 HostTiming::HostTiming() : on_(EnvFlagOn("GPUOS_TORCH_HOST_TIMING")) {}
 
 void HostTiming::Add(LaunchStep step, std::chrono::steady_clock::duration elapsed) {
-  ns_[static_cast<int>(step)] += static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
-  ++counts_[static_cast<int>(step)];
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count();
+  const auto clamped = static_cast<std::uint32_t>(
+      std::clamp<long long>(ns, 0, std::numeric_limits<std::uint32_t>::max()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::uint32_t>& samples = samples_[static_cast<int>(step)];
+  if (samples.size() < kMaxSamples) samples.push_back(clamped);
 }
 
 HostTiming::~HostTiming() {
-  const std::uint64_t launches = counts_[static_cast<int>(LaunchStep::kReclaim)].load();
-  if (!on_ || launches == 0) return;
-  static const char* const kNames[] = {"reclaim", "bind", "stream_query", "submit", "stream_wait"};
-  std::fprintf(stderr, "gpuos host timing: %llu launches, mean us per step:",
-               static_cast<unsigned long long>(launches));
+  if (!on_) return;
+  static const char* const kNames[] = {"reclaim",     "bind",     "stream_query", "submit",
+                                       "stream_wait", "allocate", "run"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(LaunchStep::kCount));
+  std::fprintf(stderr, "gpuos host timing (us per step: count, mean, median):");
   for (int i = 0; i < static_cast<int>(LaunchStep::kCount); ++i) {
-    const std::uint64_t count = counts_[i].load();
-    std::fprintf(stderr, " %s %.2f", kNames[i], count == 0 ? 0.0 : ns_[i].load() / 1e3 / count);
+    std::vector<std::uint32_t>& samples = samples_[i];
+    if (samples.empty()) continue;
+    double total = 0;
+    for (std::uint32_t ns : samples) total += ns;
+    const std::size_t middle = samples.size() / 2;
+    std::nth_element(samples.begin(), samples.begin() + middle, samples.end());
+    std::fprintf(stderr, " %s %zu %.2f %.2f;", kNames[i], samples.size(),
+                 total / 1e3 / samples.size(), samples[middle] / 1e3);
   }
   std::fprintf(stderr, "\n");
 }

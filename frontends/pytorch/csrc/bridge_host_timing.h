@@ -1,13 +1,19 @@
 // A diagnostic of the host part of a compiled call (docs/pytorch.md,
 // "Configuration at run time"): with GPUOS_TORCH_HOST_TIMING set, the
-// bridge adds up the time of each step of Program::Launch and prints each
-// step's mean to stderr when the process exits. Off: one branch per step.
+// bridge records the time of each step of Program::Launch (and the torch
+// extension those of Program.run around it, through the C API) and prints
+// each step's mean and median to stderr when the process exits. Off: one
+// branch per step.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "gpuos_torch_bridge.h"
 
 namespace gpuos::torch_bridge {
 
@@ -17,8 +23,13 @@ enum class LaunchStep : int {
   kStreamQuery,  // PyTorch's stream: idle?
   kSubmit,       // Runtime::Submit
   kStreamWait,   // the stream waits for the submission (cuStreamWaitValue64)
+  kAllocate,     // extension: the outputs and the workspace from PyTorch's allocator
+  kRun,          // extension: Program.run from its guards to its result list
   kCount
 };
+static_assert(static_cast<int>(LaunchStep::kAllocate) == GPUOS_TORCH_STEP_ALLOCATE &&
+                  static_cast<int>(LaunchStep::kRun) == GPUOS_TORCH_STEP_RUN,
+              "the C API's step numbers (gpuos_torch_bridge.h)");
 
 class HostTiming {
  public:
@@ -30,10 +41,12 @@ class HostTiming {
  private:
   HostTiming();
   bool on_ = false;
-  // Per step: time and how many times it ran (a launch that returns early
-  // skips the later steps, so each mean is over its own count).
-  std::array<std::atomic<std::uint64_t>, static_cast<int>(LaunchStep::kCount)> ns_{};
-  std::array<std::atomic<std::uint64_t>, static_cast<int>(LaunchStep::kCount)> counts_{};
+  // Per step, the duration of each time it ran, in ns (a launch that
+  // returns early skips the later steps, so each step has its own count);
+  // at most kMaxSamples each, later ones are dropped.
+  static constexpr std::size_t kMaxSamples = std::size_t{1} << 20;
+  std::mutex mutex_;
+  std::array<std::vector<std::uint32_t>, static_cast<int>(LaunchStep::kCount)> samples_;
 };
 
 // Times one step from construction to Stop() (or destruction).

@@ -6,6 +6,7 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/extension.h>
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -153,6 +154,8 @@ class Program {
 
   // The results as a list of tensors, or kGuardMismatch / kNeedsAutograd.
   py::object Run(const std::vector<at::Tensor>& args) {
+    const bool timed = timing_on_;
+    const auto run_start = timed ? Clock::now() : Clock::time_point();
     if (args.size() != inputs_.size()) return py::int_(kGuardMismatch);
     const bool grad = at::GradMode::is_enabled();
     const c10::Device device(c10::DeviceType::CUDA,
@@ -173,6 +176,7 @@ class Program {
       if (grad && c.requires_grad()) return py::int_(kNeedsAutograd);
       addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
     }
+    const auto allocate_start = timed ? Clock::now() : Clock::time_point();
     const at::Tensor workspace = BindWorkspace(device, &b);
     std::vector<at::Tensor> outputs;
     outputs.reserve(outputs_.size());
@@ -181,6 +185,7 @@ class Program {
                                           at::TensorOptions().dtype(layout.dtype).device(device)));
       addresses_[b++] = reinterpret_cast<unsigned long long>(outputs.back().data_ptr());
     }
+    if (timed) Record(GPUOS_TORCH_STEP_ALLOCATE, allocate_start);
     {
       py::gil_scoped_release release;
       LaunchOnCurrentStream(device);
@@ -196,6 +201,7 @@ class Program {
             at::as_strided(source, r.sizes, r.strides, source.storage_offset() + r.storage_offset));
       }
     }
+    if (timed) Record(GPUOS_TORCH_STEP_RUN, run_start);
     return std::move(list);
   }
 
@@ -258,6 +264,16 @@ class Program {
           "running the program");
   }
 
+  using Clock = std::chrono::steady_clock;
+  // The host-timing diagnostic (gpuos_torch_host_timing_add).
+  static void Record(int step, Clock::time_point start) {
+    gpuos_torch_host_timing_add(
+        step,
+        static_cast<unsigned long long>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
+  }
+
+  const bool timing_on_ = gpuos_torch_host_timing_on() != 0;
   std::shared_ptr<Runtime> runtime_;
   std::vector<Layout> inputs_;
   std::vector<at::Tensor> constants_;

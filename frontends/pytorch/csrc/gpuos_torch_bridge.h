@@ -80,6 +80,14 @@ unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program);
 unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program);
 void gpuos_torch_program_destroy(GpuosTorchProgram* program);
 
+// The host-timing diagnostic (GPUOS_TORCH_HOST_TIMING; docs/pytorch.md): whether
+// it is on, and a duration the torch extension measured of one of its own
+// steps (GPUOS_TORCH_STEP_ALLOCATE, GPUOS_TORCH_STEP_RUN; others are ignored).
+#define GPUOS_TORCH_STEP_ALLOCATE 5
+#define GPUOS_TORCH_STEP_RUN 6
+int gpuos_torch_host_timing_on(void);
+void gpuos_torch_host_timing_add(int step, unsigned long long ns);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif
