@@ -335,6 +335,28 @@ __device__ unsigned int SoleSuccessor(const Queue& q, const BlockCache& cache, u
   return deps == 1 ? first : kNoTask;
 }
 
+// Thread 0: SoleSuccessor of window entry `at` when it is a tiled task, else
+// kNoTask: the task a block that finished the last tile it could claim of
+// entry `at`'s task joins once that task is done (RunChain).
+__device__ unsigned int TiledSoleSuccessor(const Queue& q, const BlockCache& cache,
+                                           unsigned int at) {
+  const unsigned int next = SoleSuccessor(q, cache, at);
+  if (next == kNoTask) return kNoTask;
+  const unsigned int tiles = InWindow(cache, next)
+                                 ? cache.window[next - cache.window_base].num_tiles
+                                 : __ldcg(&q.tasks[next].num_tiles);
+  return tiles > 1 ? next : kNoTask;
+}
+
+// Thread 0: waits until all `tiles` tiles of `task` are done, then acquires
+// their results. Every tile has been claimed by a running block when this is
+// called, so the wait ends within a tile's time; the caller holds a
+// completion of the task's submission, so the node is not reused meanwhile.
+__device__ void WaitForTiles(const Queue& q, unsigned int task, unsigned int tiles) {
+  while (Volatile(&q.nodes[task].tiles_done) < tiles) __nanosleep(32);
+  __threadfence();
+}
+
 // Thread 0, claiming tile 0 of a tiled task whose `helpers` are counted in
 // its submission's `remaining`: sets the task's helper tickets and announces
 // it on a free word of the help board. Returns how many helpers still need
@@ -556,6 +578,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       unsigned int next = kNoTask;
       unsigned int done = 1;
       unsigned int ahead = tiles;
+      unsigned int join = kNoTask;
       if (tiles > 1) {
         // The next tile is claimed before this one counts as done: until
         // then the task, and with it the submission, cannot finish, so the
@@ -565,7 +588,20 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // descriptor (one racecheck run: an element one add short;
         // bench/results/experiments/help_board_race_5934a45.txt).
         ahead = atomicAdd(&q.nodes[task].tiles_next, 1u);
-        __threadfence();  // this tile's results before the count other blocks read
+        // No tile left for this block: it will join the task's tiled sole
+        // successor once the task is done (the blocks that ran its tiles
+        // start the successor's tiles at once, instead of going back to the
+        // idle loop and finding them through the help board). It holds one
+        // completion of the submission from before its tile counts as done,
+        // so the submission cannot finish, and the task's node and the
+        // window cannot be reused, while it waits; given back with the
+        // block's other completions.
+        if (ahead >= tiles) join = TiledSoleSuccessor(q, cache, at);
+        if (join != kNoTask) {
+          atomicAdd(q.remaining + slot, 1u);
+          completions->Add(q, slot, 1);
+        }
+        __threadfence();  // this tile's results (and the hold) before the count others read
         done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
         if (done == tiles) __threadfence();  // acquire the other tiles' results
       }
@@ -573,7 +609,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         next = task;  // the tile claimed above
         claimed_ahead = ahead;
       } else if (done < tiles) {
-        next = kNoTask;  // the blocks still running tiles finish the task
+        // The blocks still running tiles finish the task; join its
+        // successor after them, or go back to the idle loop.
+        if (join != kNoTask) WaitForTiles(q, task, tiles);
+        next = join;
       } else {
         // Helper tickets nobody took count as helpers that came and left.
         const int left = tiles > 1 ? atomicExch(&q.nodes[task].helper_tickets, 0) : 0;

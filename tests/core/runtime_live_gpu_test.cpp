@@ -65,7 +65,7 @@ TEST_F(LiveGpuTest, AliasFlipBindsSubmissionsToTheirVersion) {
   OPEN_OR_SKIP(runtime, Open((std::vector<registry::OperatorSpec>{Probe(0), Probe(1)})));
   EXPECT_EQ(runtime->Resolve("probe", DType::kF32)->version, (SemVer{1, 1, 0}));
   constexpr std::size_t kN = 1 << 16;
-  constexpr int kSteps = 300;  // long enough to still run when the flip lands
+  constexpr int kSteps = 1000;  // long enough to still run when the flip lands
   auto a = Upload(*runtime, std::vector<float>(kN, 0.0f));
   auto b = Upload(*runtime, std::vector<float>(kN, 0.0f));
   ASSERT_TRUE(a.ok() && b.ok());
