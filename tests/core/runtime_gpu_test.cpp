@@ -118,6 +118,46 @@ TEST_F(RuntimeGpuTest, FanOutFanIn) {
   }
 }
 
+// Runs `rounds` graphs of `tasks` independent tiled adds of n elements each
+// (round 0: out_k = x + k * ones; then in place: out_k += (round + k) * ones),
+// waiting for each graph before submitting the next, so every graph reuses
+// the arena entries of the one before; then checks every element.
+void RunRoundsOfTiledAdds(Runtime& runtime, std::size_t n, int tasks, int rounds,
+                          unsigned int min_tiles) {
+  auto x = Upload(runtime, Iota(n, 1.0f));
+  auto ones = Upload(runtime, Filled(n, 1.0f));
+  ASSERT_TRUE(x.ok() && ones.ok());
+  std::vector<DeviceTensor> outs;
+  for (int k = 0; k < tasks; ++k) {
+    auto out = Upload(runtime, Filled(n, NAN));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  for (int round = 0; round < rounds; ++round) {
+    TaskGraph graph(runtime);
+    for (int k = 0; k < tasks; ++k) {
+      const DeviceTensor& in = round == 0 ? *x : outs[k];
+      auto id = graph.Add("add", DType::kF32, {in.desc, ones->desc, outs[k].desc},
+                          {{"alpha", std::to_string(round + k)}});
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+    }
+    ASSERT_GE(graph.tasks()[0].num_tiles, min_tiles);
+    auto future = runtime.Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "round " << round;
+  }
+  const std::vector<float> xs = Iota(n, 1.0f);
+  for (int k = 0; k < tasks; ++k) {
+    auto out = Download(runtime, outs[k]);
+    ASSERT_TRUE(out.ok());
+    // sum over rounds of (round + k)
+    const double added = rounds * (rounds - 1) / 2.0 + static_cast<double>(rounds) * k;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_FLOAT_EQ((*out)[i], static_cast<float>(xs[i] + added)) << "task " << k << " at " << i;
+    }
+  }
+}
+
 // 32 independent tiled adds at once, 40 times: more tiled tasks announce
 // helpers than the help board has words (QueueDeviceState::help_board), so
 // some helpers go through the ready ring, and each submission reuses the
@@ -126,42 +166,7 @@ TEST_F(RuntimeGpuTest, FanOutFanIn) {
 // all, or a submission that never completes (a ticket counted wrong), fails.
 TEST_F(RuntimeGpuTest, ManyTiledTasksAtOnceShareTheHelpBoard) {
   OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
-  constexpr std::size_t kN = 20000;
-  constexpr int kTasks = 32;
-  constexpr int kRounds = 40;
-  auto x = Upload(*runtime, Iota(kN, 1.0f));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  ASSERT_TRUE(x.ok() && ones.ok());
-  std::vector<DeviceTensor> outs;
-  for (int k = 0; k < kTasks; ++k) {
-    auto out = Upload(*runtime, Filled(kN, NAN));
-    ASSERT_TRUE(out.ok());
-    outs.push_back(*out);
-  }
-  const std::vector<float> xs = Iota(kN, 1.0f);
-  for (int round = 0; round < kRounds; ++round) {
-    TaskGraph graph(*runtime);
-    for (int k = 0; k < kTasks; ++k) {
-      // In place after the first round: out = out + (round + k) * ones.
-      const DeviceTensor& in = round == 0 ? *x : outs[k];
-      auto id = graph.Add("add", DType::kF32, {in.desc, ones->desc, outs[k].desc},
-                          {{"alpha", std::to_string(round + k)}});
-      ASSERT_TRUE(id.ok()) << id.status().ToString();
-    }
-    ASSERT_GT(graph.tasks()[0].num_tiles, 1u);
-    auto future = runtime->Submit(graph);
-    ASSERT_TRUE(future.ok()) << future.status().ToString();
-    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "round " << round;
-  }
-  for (int k = 0; k < kTasks; ++k) {
-    auto out = Download(*runtime, outs[k]);
-    ASSERT_TRUE(out.ok());
-    // sum over rounds of (round + k)
-    const double added = kRounds * (kRounds - 1) / 2.0 + static_cast<double>(kRounds) * k;
-    for (std::size_t i = 0; i < kN; ++i) {
-      ASSERT_FLOAT_EQ((*out)[i], static_cast<float>(xs[i] + added)) << "task " << k << " at " << i;
-    }
-  }
+  RunRoundsOfTiledAdds(*runtime, 20000, 32, 40, 2);
 }
 
 // Two blocks and tasks of eight tiles: each block claims tile after tile of
@@ -169,46 +174,13 @@ TEST_F(RuntimeGpuTest, ManyTiledTasksAtOnceShareTheHelpBoard) {
 // with a new alpha. A block must not claim a tile of the next round's task
 // through its stale copy of the old descriptor: it claims its next tile
 // before counting the previous one done (RunChain). Before that, one
-// racecheck run of the test above saw an element one add short.
+// racecheck run of the test above saw an element one add short (the
+// previous round's alpha).
 TEST_F(RuntimeGpuTest, ReclaimedTilesStayInTheirSubmission) {
   RuntimeConfig config;
   config.blocks = 2;
   OPEN_OR_SKIP(runtime, Open(config));
-  constexpr std::size_t kN = 65536;
-  constexpr int kTasks = 8;
-  constexpr int kRounds = 400;
-  auto x = Upload(*runtime, Iota(kN, 1.0f));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  ASSERT_TRUE(x.ok() && ones.ok());
-  std::vector<DeviceTensor> outs;
-  for (int k = 0; k < kTasks; ++k) {
-    auto out = Upload(*runtime, Filled(kN, NAN));
-    ASSERT_TRUE(out.ok());
-    outs.push_back(*out);
-  }
-  for (int round = 0; round < kRounds; ++round) {
-    TaskGraph graph(*runtime);
-    for (int k = 0; k < kTasks; ++k) {
-      const DeviceTensor& in = round == 0 ? *x : outs[k];
-      ASSERT_TRUE(graph
-                      .Add("add", DType::kF32, {in.desc, ones->desc, outs[k].desc},
-                           {{"alpha", std::to_string(round + k)}})
-                      .ok());
-    }
-    ASSERT_GE(graph.tasks()[0].num_tiles, 4u);
-    auto future = runtime->Submit(graph);
-    ASSERT_TRUE(future.ok()) << future.status().ToString();
-    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "round " << round;
-  }
-  const std::vector<float> xs = Iota(kN, 1.0f);
-  for (int k = 0; k < kTasks; ++k) {
-    auto out = Download(*runtime, outs[k]);
-    ASSERT_TRUE(out.ok());
-    const double added = kRounds * (kRounds - 1) / 2.0 + static_cast<double>(kRounds) * k;
-    for (std::size_t i = 0; i < kN; ++i) {
-      ASSERT_FLOAT_EQ((*out)[i], static_cast<float>(xs[i] + added)) << "task " << k << " at " << i;
-    }
-  }
+  RunRoundsOfTiledAdds(*runtime, 65536, 8, 400, 8);
 }
 
 // A queue of 64 tasks and 4 submissions: 300 graphs of 8 in-place steps each
