@@ -24,9 +24,9 @@ Linear, LayerNorm, GELU).
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Callable, Optional
 
-from ._fusion import _drop_unused_buffers, buffer_uses
+from ._fusion import _FLOATS, _drop_unused_buffers, buffer_uses
 from ._lowering import attribute_text, contiguous_strides
 from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
 
@@ -38,34 +38,54 @@ from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
 
 # The product op -> the op with alpha and beta that replaces it.
 _SCALED = {"bmm": "baddbmm", "matmul": "addmm"}
-# Activation op -> layer_norm's `activation` value (normalization.cuh).
-_NORM_ACTIVATIONS = {"gelu": 1, "gelu_tanh": 2, "relu": 3}
-_FLOATS = ("f32", "f64", "f16", "bf16")
+# Activation op -> the `activation` value of layer_norm (normalization.cuh)
+# and of fused_addmm (matmul_fused.cuh): the same numbers.
+ACTIVATION_NUMBERS = {"gelu": 1, "gelu_tanh": 2, "relu": 3}
+
+# One fold of a pass, for task i: (the task it removes, the task that now
+# does its work), or None. Called with the buffer uses of the program as the
+# pass got it and the folds made so far (removed -> doer).
+FoldStep = Callable[[Program, int, dict, dict, dict], Optional[tuple[int, int]]]
+
+
+def run_fold(program: Program, step: FoldStep) -> Program:
+    """Runs `step` on every task of `program`, then drops the tasks it
+    folded (the same object, changed in place, is returned). A program with
+    unsupported ops is left alone."""
+    if not program.supported or not program.tasks:
+        return program
+    writers, readers = buffer_uses(program.tasks)
+    folded: dict[int, int] = {}  # removed task -> the task that does its work
+    for i in range(len(program.tasks)):
+        pair = step(program, i, writers, readers, folded)
+        if pair is not None:
+            folded[pair[0]] = pair[1]
+    if folded:
+        _drop_tasks(program, folded)
+    return program
 
 
 def fold_matmul_scales(program: Program) -> Program:
     """`program` with its foldable scales folded (the same object, changed in
     place, is returned). A program with unsupported ops is left alone."""
-    if not program.supported or not program.tasks:
-        return program
-    writers, readers = buffer_uses(program.tasks)
-    folded: dict[int, int] = {}  # folded task -> the producer that does its work
-    for i, task in enumerate(program.tasks):
-        found = _foldable(program, i, writers, readers)
-        if found is None:
-            continue
-        producer, alpha, scale_view, out = found
-        product = program.tasks[producer]
-        bias = View(scale_view.buffer, scale_view.offset, scale_view.dtype, out.sizes,
-                    (0,) * len(out.sizes))
-        program.tasks[producer] = Task(
-            _SCALED[product.op], product.dtype, product.tensors[:2] + [bias, out],
-            {"alpha": attribute_text(alpha), "beta": attribute_text(0.0)}, list(product.deps),
-            None, f"{product.source} + {task.source}".strip(" +"))
-        folded[i] = producer
-    if folded:
-        _drop_tasks(program, folded)
-    return program
+    return run_fold(program, _fold_scale)
+
+
+def _fold_scale(program: Program, i: int, writers: dict, readers: dict,
+                folded: dict) -> Optional[tuple[int, int]]:
+    found = _foldable(program, i, writers, readers)
+    if found is None:
+        return None
+    task = program.tasks[i]
+    producer, alpha, scale_view, out = found
+    product = program.tasks[producer]
+    bias = View(scale_view.buffer, scale_view.offset, scale_view.dtype, out.sizes,
+                (0,) * len(out.sizes))
+    program.tasks[producer] = Task(
+        _SCALED[product.op], product.dtype, product.tensors[:2] + [bias, out],
+        {"alpha": attribute_text(alpha), "beta": attribute_text(0.0)}, list(product.deps),
+        None, f"{product.source} + {task.source}".strip(" +"))
+    return i, producer
 
 
 def _foldable(program: Program, i: int, writers: dict,
@@ -151,31 +171,29 @@ def _sole_product(program: Program, view: View, reader: int, writers: dict, read
 def fold_norm_activations(program: Program) -> Program:
     """`program` with activations of layer_norm results folded into the
     layer_norm tasks (the same object, changed in place, is returned)."""
-    if not program.supported or not program.tasks:
-        return program
-    writers, readers = buffer_uses(program.tasks)
-    folded: dict[int, int] = {}  # folded task -> the layer_norm that does its work
-    for i, task in enumerate(program.tasks):
-        if task.op not in _NORM_ACTIVATIONS or task.fused is not None or task.out_dtype is not None:
-            continue
-        if len(task.tensors) != 2 or task.dtype not in _FLOATS:
-            continue
-        x, out = task.tensors
-        producer = _sole_product(program, x, i, writers, readers, ("layer_norm",))
-        if producer is None or x.sizes != out.sizes:
-            continue
-        norm = program.tasks[producer]
-        if norm.tensors[-1].sizes != out.sizes or int(norm.attributes.get("activation", "0")):
-            continue
-        if not _written_only_by(out, i, writers, readers):
-            continue
-        norm.tensors = norm.tensors[:-1] + [out]
-        norm.attributes = {**norm.attributes, "activation": str(_NORM_ACTIVATIONS[task.op])}
-        norm.source = f"{norm.source} + {task.source}".strip(" +")
-        folded[i] = producer
-    if folded:
-        _drop_tasks(program, folded)
-    return program
+    return run_fold(program, _fold_norm_activation)
+
+
+def _fold_norm_activation(program: Program, i: int, writers: dict, readers: dict,
+                          folded: dict) -> Optional[tuple[int, int]]:
+    task = program.tasks[i]
+    if task.op not in ACTIVATION_NUMBERS or task.fused is not None or task.out_dtype is not None:
+        return None
+    if len(task.tensors) != 2 or task.dtype not in _FLOATS:
+        return None
+    x, out = task.tensors
+    producer = _sole_product(program, x, i, writers, readers, ("layer_norm",))
+    if producer is None or x.sizes != out.sizes:
+        return None
+    norm = program.tasks[producer]
+    if norm.tensors[-1].sizes != out.sizes or int(norm.attributes.get("activation", "0")):
+        return None
+    if not _written_only_by(out, i, writers, readers):
+        return None
+    norm.tensors = norm.tensors[:-1] + [out]
+    norm.attributes = {**norm.attributes, "activation": str(ACTIVATION_NUMBERS[task.op])}
+    norm.source = f"{norm.source} + {task.source}".strip(" +")
+    return i, producer
 
 
 def _written_only_by(out: View, writer: int, writers: dict, readers: dict) -> bool:

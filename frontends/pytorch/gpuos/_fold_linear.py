@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from ._fold import _drop_tasks, _row_major, _sole_product, _written_only_by
-from ._fusion import buffer_uses
+from ._fold import ACTIVATION_NUMBERS, _row_major, _sole_product, _written_only_by, run_fold
+from ._fusion import _FLOATS
 from ._lowering import contiguous_strides
 from ._packs import ITEM_SIZES
 from ._program import Program, Task, View
@@ -37,9 +37,6 @@ FUSED = "fused_addmm"
 PRODUCTS = ("addmm", FUSED)
 # matmul_fused.cuh's kFusedNormBytes: the normalized rows a task holds.
 FUSED_NORM_BYTES = 8192
-# Activation op -> fused_addmm's (and layer_norm's) activation number.
-_ACTIVATIONS = {"gelu": 1, "gelu_tanh": 2, "relu": 3}
-_FLOATS = ("f32", "f64", "f16", "bf16")
 _DEFAULTS = {"alpha": "1.0", "beta": "1.0", "norm": "0", "eps": "1e-05", "activation": "0",
              "add_residual": "0"}
 
@@ -69,119 +66,113 @@ def _plain_epilogue(task: Task) -> bool:
 
 
 def fold_norm_prologues(program: Program) -> Program:
-    if not program.supported or not program.tasks:
-        return program
-    writers, readers = buffer_uses(program.tasks)
-    folded: dict[int, int] = {}
-    for i, task in enumerate(program.tasks):
-        if task.op != "addmm" or task.out_dtype is not None or task.dtype not in _FLOATS:
-            continue
-        a = task.tensors[0]
-        norm_index = _sole_product(program, a, i, writers, readers, ("layer_norm",))
-        if norm_index is None or norm_index in folded:
-            continue
-        norm = program.tasks[norm_index]
-        x, weight, bias, normalized = norm.tensors
-        if not a.sizes or normalized.sizes[-1:] != a.sizes[-1:]:
-            continue  # a's rows are not the normalized rows
-        source = _reshaped(x, a.sizes)
-        if source is None or math.prod(a.sizes) * ITEM_SIZES[task.dtype] > FUSED_NORM_BYTES:
-            continue
-        if not _unchanged_between(program, x, norm_index, i, writers):
-            continue
-        fused = _as_fused(task)
-        fused.tensors = [source, fused.tensors[1], fused.tensors[2], weight, bias, source,
-                         fused.tensors[6]]
-        fused.attributes = {
-            **fused.attributes,
-            "norm": str(1 + int(norm.attributes.get("activation", "0"))),
-            "eps": norm.attributes.get("eps", _DEFAULTS["eps"]),
-        }
-        fused.deps = sorted((set(fused.deps) | set(norm.deps)) - {norm_index})
-        fused.source = f"{norm.source} + {fused.source}".strip(" +")
-        program.tasks[i] = fused
-        folded[norm_index] = i
-    if folded:
-        _drop_tasks(program, folded)
-    return program
+    return run_fold(program, _fold_norm_prologue)
 
 
 def fold_product_activations(program: Program) -> Program:
-    if not program.supported or not program.tasks:
-        return program
-    writers, readers = buffer_uses(program.tasks)
-    folded: dict[int, int] = {}
-    for i, task in enumerate(program.tasks):
-        if task.op not in _ACTIVATIONS or task.fused is not None or task.out_dtype is not None:
-            continue
-        if len(task.tensors) != 2 or task.dtype not in _FLOATS:
-            continue
-        x, out = task.tensors
-        producer = _sole_product(program, x, i, writers, readers, PRODUCTS)
-        if producer is None or producer in folded.values() or x.sizes != out.sizes:
-            continue
-        product = program.tasks[producer]
-        if product.out_dtype is not None or not _plain_epilogue(product):
-            continue
-        # The product writes the activation's output, read with its own sizes.
-        target = _reshaped(out, product.tensors[-1].sizes)
-        if target is None or not _written_only_by(out, i, writers, readers):
-            continue
-        fused = _as_fused(product)
-        fused.tensors = fused.tensors[:-1] + [target]
-        fused.attributes = {**fused.attributes, "activation": str(_ACTIVATIONS[task.op])}
-        fused.source = f"{fused.source} + {task.source}".strip(" +")
-        program.tasks[producer] = fused
-        folded[i] = producer
-    if folded:
-        _drop_tasks(program, folded)
-    return program
+    return run_fold(program, _fold_product_activation)
 
 
 def fold_residual_adds(program: Program) -> Program:
-    if not program.supported or not program.tasks:
-        return program
-    writers, readers = buffer_uses(program.tasks)
-    folded: dict[int, int] = {}
-    for i, task in enumerate(program.tasks):
-        if task.op != "add" or task.fused is not None or task.out_dtype is not None:
+    return run_fold(program, _fold_residual_add)
+
+
+def _fold_norm_prologue(program: Program, i: int, writers: dict, readers: dict,
+                        folded: dict) -> Optional[tuple[int, int]]:
+    task = program.tasks[i]
+    if task.op != "addmm" or task.out_dtype is not None or task.dtype not in _FLOATS:
+        return None
+    a = task.tensors[0]
+    norm_index = _sole_product(program, a, i, writers, readers, ("layer_norm",))
+    if norm_index is None or norm_index in folded:
+        return None
+    norm = program.tasks[norm_index]
+    x, weight, bias, normalized = norm.tensors
+    if not a.sizes or normalized.sizes[-1:] != a.sizes[-1:]:
+        return None  # a's rows are not the normalized rows
+    source = _reshaped(x, a.sizes)
+    if source is None or math.prod(a.sizes) * ITEM_SIZES[task.dtype] > FUSED_NORM_BYTES:
+        return None
+    if not _unchanged_between(program, x, norm_index, i, writers):
+        return None
+    fused = _as_fused(task)
+    fused.tensors = [source, fused.tensors[1], fused.tensors[2], weight, bias, source,
+                     fused.tensors[6]]
+    fused.attributes = {
+        **fused.attributes,
+        "norm": str(1 + int(norm.attributes.get("activation", "0"))),
+        "eps": norm.attributes.get("eps", _DEFAULTS["eps"]),
+    }
+    fused.deps = sorted((set(fused.deps) | set(norm.deps)) - {norm_index})
+    fused.source = f"{norm.source} + {fused.source}".strip(" +")
+    program.tasks[i] = fused
+    return norm_index, i
+
+
+def _fold_product_activation(program: Program, i: int, writers: dict, readers: dict,
+                             folded: dict) -> Optional[tuple[int, int]]:
+    task = program.tasks[i]
+    if task.op not in ACTIVATION_NUMBERS or task.fused is not None or task.out_dtype is not None:
+        return None
+    if len(task.tensors) != 2 or task.dtype not in _FLOATS:
+        return None
+    x, out = task.tensors
+    producer = _sole_product(program, x, i, writers, readers, PRODUCTS)
+    if producer is None or producer in folded.values() or x.sizes != out.sizes:
+        return None
+    product = program.tasks[producer]
+    if product.out_dtype is not None or not _plain_epilogue(product):
+        return None
+    # The product writes the activation's output, read with its own sizes.
+    target = _reshaped(out, product.tensors[-1].sizes)
+    if target is None or not _written_only_by(out, i, writers, readers):
+        return None
+    fused = _as_fused(product)
+    fused.tensors = fused.tensors[:-1] + [target]
+    fused.attributes = {**fused.attributes, "activation": str(ACTIVATION_NUMBERS[task.op])}
+    fused.source = f"{fused.source} + {task.source}".strip(" +")
+    program.tasks[producer] = fused
+    return i, producer
+
+
+def _fold_residual_add(program: Program, i: int, writers: dict, readers: dict,
+                       folded: dict) -> Optional[tuple[int, int]]:
+    task = program.tasks[i]
+    if task.op != "add" or task.fused is not None or task.out_dtype is not None:
+        return None
+    if len(task.tensors) != 3 or task.dtype not in _FLOATS:
+        return None
+    if float(task.attributes.get("alpha", "1")) != 1.0:
+        return None
+    first, second, out = task.tensors
+    for product_view, residual in ((first, second), (second, first)):
+        producer = _sole_product(program, product_view, i, writers, readers, PRODUCTS)
+        if producer is None or producer in folded.values():
             continue
-        if len(task.tensors) != 3 or task.dtype not in _FLOATS:
+        product = program.tasks[producer]
+        if product.out_dtype is not None or product.attributes.get("add_residual", "0") != "0":
             continue
-        if float(task.attributes.get("alpha", "1")) != 1.0:
+        if not product_view.sizes == out.sizes == residual.sizes:
+            continue  # no broadcasting
+        if residual.dtype != task.dtype or residual.buffer == out.buffer:
             continue
-        first, second, out = task.tensors
-        for product_view, residual in ((first, second), (second, first)):
-            producer = _sole_product(program, product_view, i, writers, readers, PRODUCTS)
-            if producer is None or producer in folded.values():
-                continue
-            product = program.tasks[producer]
-            if product.out_dtype is not None or product.attributes.get("add_residual", "0") != "0":
-                continue
-            if not product_view.sizes == out.sizes == residual.sizes:
-                continue  # no broadcasting
-            if residual.dtype != task.dtype or residual.buffer == out.buffer:
-                continue
-            if any(producer <= w < i for w in writers.get(residual.buffer, [])):
-                continue  # written after the product starts: it would read it too early
-            # The product writes the add's output and reads the residual with
-            # its own sizes (the same elements in row-major order).
-            written = product.tensors[-1].sizes
-            target, addend = _reshaped(out, written), _reshaped(residual, written)
-            if target is None or addend is None or not _written_only_by(out, i, writers, readers):
-                continue
-            fused = _as_fused(product)
-            fused.tensors = fused.tensors[:5] + [addend, target]
-            fused.attributes = {**fused.attributes, "add_residual": "1"}
-            fused.deps = sorted(set(fused.deps) |
-                                {w for w in writers.get(residual.buffer, []) if w < producer})
-            fused.source = f"{fused.source} + {task.source}".strip(" +")
-            program.tasks[producer] = fused
-            folded[i] = producer
-            break
-    if folded:
-        _drop_tasks(program, folded)
-    return program
+        if any(producer <= w < i for w in writers.get(residual.buffer, [])):
+            continue  # written after the product starts: it would read it too early
+        # The product writes the add's output and reads the residual with
+        # its own sizes (the same elements in row-major order).
+        written = product.tensors[-1].sizes
+        target, addend = _reshaped(out, written), _reshaped(residual, written)
+        if target is None or addend is None or not _written_only_by(out, i, writers, readers):
+            continue
+        fused = _as_fused(product)
+        fused.tensors = fused.tensors[:5] + [addend, target]
+        fused.attributes = {**fused.attributes, "add_residual": "1"}
+        fused.deps = sorted(set(fused.deps) |
+                            {w for w in writers.get(residual.buffer, []) if w < producer})
+        fused.source = f"{fused.source} + {task.source}".strip(" +")
+        program.tasks[producer] = fused
+        return i, producer
+    return None
 
 
 def _reshaped(x: View, sizes: tuple[int, ...]) -> Optional[View]:

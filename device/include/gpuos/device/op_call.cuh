@@ -37,8 +37,9 @@ typedef void (*OpFunction)(const OpCall&);
 // the operator preserve only N registers and the worker kernels save what
 // they keep live across the call. Measured on the H100 (docs/device-code.md,
 // "Register budget"): tiles 0.4-1.0 us shorter at N=16, but ptxas then holds
-// the queue worker to about N+38 registers and it spills elsewhere, so a
-// call's host-to-host time grew by 6-10 us on two of the four workloads;
+// the queue worker to 54 registers (178 without) and it spills elsewhere, so
+// a call's host-to-host time grew by 5-12 us for chain100 and attention seq
+// 128;
 // hence the default 0, the default ABI. The definition, every declaration
 // and every call through a pointer must carry the same pragma (ptxas
 // rejects a unit where they differ; units linked with different ones would
