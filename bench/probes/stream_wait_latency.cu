@@ -11,6 +11,8 @@
 //                   cuStreamSynchronize of that stream (what Program::Launch
 //                   does today, the synchronize being the benchmark's)
 //   wait_dev_word   the same on the device-memory word
+//   kernel_dev_word a one-warp kernel launched on that stream that spins on
+//                   the device-memory word, then cuStreamSynchronize
 // and, separately, what the host calls cost by themselves on an idle stream:
 //   api_wait_value  cuStreamWaitValue64 of a satisfied value (enqueue only)
 //   api_query       cuStreamQuery of an idle stream
@@ -33,14 +35,34 @@
 
 namespace {
 
-__global__ void Answer(const volatile unsigned long long* go,
-                       volatile unsigned long long* done_host,
-                       volatile unsigned long long* done_dev, unsigned long long steps) {
+// One block per SM, like the worker; block 0 answers, the others only hold
+// their SM until the last step (so a waiting kernel must fit beside them).
+__global__ void __launch_bounds__(256, 1)
+    Answer(const volatile unsigned long long* go, volatile unsigned long long* done_host,
+           volatile unsigned long long* done_dev, unsigned long long steps) {
+  __shared__ int hold[8192];  // 32 KiB of static shared memory per block, like a worker block
+  hold[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  if (blockIdx.x != 0 || threadIdx.x != 0) {
+    if (threadIdx.x == 0) {  // polls device memory: PCIe polls by 131 blocks would slow the rest
+      while (*done_dev < steps) __nanosleep(1000);
+    }
+    __syncthreads();
+    if (hold[threadIdx.x] != static_cast<int>(threadIdx.x)) *done_dev = 0;
+    return;
+  }
   for (unsigned long long i = 1; i <= steps; ++i) {
     while (*go < i) __nanosleep(32);
     *done_dev = i;
     *done_host = i;
     __threadfence_system();
+  }
+}
+
+// The stream waits for `word >= value` by running this (one warp).
+__global__ void WaitWord(const volatile unsigned long long* word, unsigned long long value) {
+  if (threadIdx.x == 0) {
+    while (*word < value) __nanosleep(64);
   }
 }
 
@@ -82,8 +104,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
   }
   const int warm = 200;
-  const char* modes[] = {"host_poll", "wait_host_word", "wait_dev_word"};
-  constexpr int kModes = 3;
+  const char* modes[] = {"host_poll", "wait_host_word", "wait_dev_word", "kernel_dev_word"};
+  constexpr int kModes = 4;
   const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
 
   CHECK_CUDA(cudaSetDevice(0));
@@ -101,7 +123,13 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&worker_stream, cudaStreamNonBlocking));
   CHECK_CUDA(cudaStreamCreateWithFlags(&waiter, cudaStreamNonBlocking));
   CHECK_CUDA(cudaDeviceSynchronize());
-  Answer<<<1, 32, 0, worker_stream>>>(dev_host_words, dev_host_words + 1, done_dev, steps);
+  // Load WaitWord's module now: under lazy loading its first launch would load
+  // it, and a module load waits for every running kernel (Answer) to exit.
+  cudaFuncAttributes wait_word_attributes;
+  CHECK_CUDA(cudaFuncGetAttributes(&wait_word_attributes, WaitWord));
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  Answer<<<sms, 256, 0, worker_stream>>>(dev_host_words, dev_host_words + 1, done_dev, steps);
   CHECK_CUDA(cudaGetLastError());
 
   volatile unsigned long long* go = host_words;
@@ -117,6 +145,9 @@ int main(int argc, char** argv) {
       if (m == 0) {
         while (*done_host < step) {
         }
+      } else if (m == 3) {
+        WaitWord<<<1, 32, 0, waiter>>>(done_dev, step);
+        CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
       } else {
         const CUdeviceptr word = m == 1 ? reinterpret_cast<CUdeviceptr>(dev_host_words + 1)
                                         : reinterpret_cast<CUdeviceptr>(done_dev);
@@ -132,7 +163,7 @@ int main(int argc, char** argv) {
   }
   CHECK_CUDA(cudaStreamSynchronize(worker_stream));
 
-  std::vector<double> api_wait, api_query, api_sync;
+  std::vector<double> api_wait, api_query, api_sync, api_launch;
   for (int r = 0; r < warm + reps; ++r) {
     double t0 = Now();
     CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter),
@@ -145,7 +176,11 @@ int main(int argc, char** argv) {
     double t3 = Now();
     CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
     double t4 = Now();
+    WaitWord<<<1, 32, 0, waiter>>>(done_dev, 1);
+    double t5 = Now();
+    CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
     if (r >= warm) {
+      api_launch.push_back(t5 - t4);
       api_wait.push_back(t1 - t0);
       api_query.push_back(t3 - t2);
       api_sync.push_back(t4 - t3);
@@ -162,8 +197,8 @@ int main(int argc, char** argv) {
     std::printf("  \"%s_us\": %.3f,\n", modes[m], Median(samples[m]));
   }
   std::printf(
-      "  \"api_wait_value_us\": %.3f,\n  \"api_query_us\": %.3f,\n  \"api_sync_idle_us\": "
-      "%.3f\n}\n",
-      Median(api_wait), Median(api_query), Median(api_sync));
+      "  \"api_wait_value_us\": %.3f,\n  \"api_launch_wait_kernel_us\": %.3f,\n"
+      "  \"api_query_us\": %.3f,\n  \"api_sync_idle_us\": %.3f\n}\n",
+      Median(api_wait), Median(api_launch), Median(api_query), Median(api_sync));
   return 0;
 }
