@@ -12,6 +12,7 @@
 // | GPUOS_PHASE_TIMING | build instrumented images (phase_timing.cuh) | off                         |
 // | GPUOS_PTXAS_INFO   | image builds print ptxas's report per unit | off                            |
 // | GPUOS_OPERATOR_PRESERVE | registers an operator preserves (0: default ABI) | 0                    |
+// | GPUOS_JIT_DEFINES  | NAME[=VALUE] ... macros for image builds  | (none)                           |
 // | GPUOS_DEMO_SAMPLES | `gpuos demo` lists every timed run       | off                              |
 // | GPUOS_DEMO_TRACE   | `gpuos demo` writes its task timeline here | off                            |
 // clang-format on

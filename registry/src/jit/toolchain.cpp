@@ -5,11 +5,13 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <sstream>
 
 #include "gpuos/content_hash.h"
 #include "gpuos/embedded_sets.h"
@@ -115,6 +117,45 @@ std::optional<int> OperatorPreserveFromEnv() {
                  value->c_str());
   });
   return std::nullopt;
+}
+
+// Whether `entry` is NAME or NAME=VALUE with NAME a C identifier (VALUE has
+// no blanks: GPUOS_JIT_DEFINES is split at them).
+bool IsDefine(const std::string& entry) {
+  const std::size_t equals = entry.find('=');
+  const std::string name = entry.substr(0, equals);
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) != 0) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  });
+}
+
+// GPUOS_JIT_DEFINES as NVRTC -D options, in order; entries that are not
+// NAME or NAME=VALUE are reported once and left out.
+std::vector<std::string> JitDefinesFromEnv() {
+  std::vector<std::string> defines;
+  const std::optional<std::string> value = GetEnv("GPUOS_JIT_DEFINES");
+  if (!value) return defines;
+  std::istringstream entries(*value);
+  std::string entry;
+  std::string rejected;
+  while (entries >> entry) {
+    if (IsDefine(entry)) {
+      defines.push_back("-D" + entry);
+    } else {
+      rejected += (rejected.empty() ? "" : " ") + entry;
+    }
+  }
+  if (!rejected.empty()) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr,
+                   "gpuos: GPUOS_JIT_DEFINES: '%s' is not NAME or NAME=VALUE (NAME a C "
+                   "identifier); left out\n",
+                   rejected.c_str());
+    });
+  }
+  return defines;
 }
 
 }  // namespace
@@ -223,6 +264,10 @@ std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
   if (EnvFlagOn("GPUOS_PTXAS_INFO")) {
     options.push_back("-Xptxas=-v");
   }
+  // Diagnostic: macros for the device code (experiments with a constant of
+  // device/include, e.g. matmul_few_rows.cuh's GPUOS_FEW_ROWS_ONE_ROW_UNROLL),
+  // in the cache key like every option.
+  for (std::string& define : JitDefinesFromEnv()) options.push_back(std::move(define));
   return options;
 }
 

@@ -68,6 +68,16 @@ struct MatmulIdentity {
   }
 };
 
+// Whether an epilogue is MatmulIdentity (a plain product: matmul, bmm).
+template <typename Epilogue>
+struct IsPlainProduct {
+  static constexpr bool kValue = false;
+};
+template <>
+struct IsPlainProduct<MatmulIdentity> {
+  static constexpr bool kValue = true;
+};
+
 // out(batch, r, c) = beta * bias(batch, r, c) + alpha * v in the compute
 // type. The bias is read at its own strides (0 along broadcast dimensions).
 // beta == 0 reads no bias (a NaN there is ignored, as torch.addmm does).

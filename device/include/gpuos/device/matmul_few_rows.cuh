@@ -85,10 +85,28 @@ static_assert(kMatmulThreads * kMatmulFewRowsCols * sizeof(double) <= kWorkerScr
 
 // K steps per load round: 4 for float (8 loads of b in flight per thread,
 // with 16 of a), 2 for double (the same registers); see the register budget
-// above.
-template <typename C>
+// above. A pass of one row of float (M = 1: a Linear layer over one token)
+// holds no other rows' loads, and a product with a bias (addmm, baddbmm,
+// fused_addmm) takes GPUOS_FEW_ROWS_ONE_ROW_UNROLL (2) times as many steps
+// there: inside the worker each round is a round trip to L2 (a layer's
+// weights are not in the SM's L1 when its tile starts). Measured on the H100
+// in one call, twice each, alternating (bench/results/experiments/
+// few_rows_one_row_unroll.json): x2 took the mlp's device span at batch 1
+// from 73.8-74.5 us to 64.5-64.8 and decoder_step's from 284.5-286.0 to
+// 279.6-281.8; x4 made the operators save more registers per call and was
+// slower than x1. Plain products (matmul, bmm: MatmulIdentity) keep 1: at
+// x2 their operators save 212-216 bytes a thread per call instead of 76 and
+// bmm's tiles took 0.5-0.7 us longer. So do halves (addmm's saves would go
+// from 208 to 380 bytes; not measured). An experiment knob (GPUOS_JIT_DEFINES).
+#ifndef GPUOS_FEW_ROWS_ONE_ROW_UNROLL
+#define GPUOS_FEW_ROWS_ONE_ROW_UNROLL 2
+#endif
+template <typename T, typename Epilogue, int kRows = kMatmulFewRowsRows>
 struct MatmulFewRowsUnroll {
-  static constexpr int kValue = sizeof(C) == 8 ? 2 : 4;
+  static constexpr int kOneRow = kRows == 1 && sizeof(T) == 4 && !IsPlainProduct<Epilogue>::kValue
+                                     ? GPUOS_FEW_ROWS_ONE_ROW_UNROLL
+                                     : 1;
+  static constexpr int kValue = kOneRow * (sizeof(compute_type_t<T>) == 8 ? 2 : 4);
 };
 
 struct MatmulFewRowsLayout {
@@ -114,7 +132,7 @@ __host__ __device__ constexpr int MatmulFloorLog2(unsigned long long v) {
 }
 
 // The layout for `cols` (>= 1) columns of a batch item with `k` (>= 0) and
-// `rows` (>= 1) rows, loads of `unroll` (2, 4 or 8) K steps a round and partial
+// `rows` (>= 1) rows, loads of `unroll` (2, 4, 8 or 16) K steps a round and partial
 // sums of `value_bytes` (4 or 8) bytes. Every thread computes the same one.
 //
 // Every tile pays for this before its first load, so it is kept to 32-bit
@@ -137,7 +155,7 @@ __device__ inline MatmulFewRowsLayout ChooseMatmulFewRowsLayout(long long cols, 
   const int row_count = static_cast<int>(rows < kClamp ? rows : kClamp);
   const int chunk_rows = row_count < kMatmulFewRowsRows ? row_count : kMatmulFewRowsRows;
   const int chunks = (row_count + kMatmulFewRowsRows - 1) / kMatmulFewRowsRows;
-  const int unroll_log2 = unroll >= 8 ? 3 : (unroll >= 4 ? 2 : 1);
+  const int unroll_log2 = unroll >= 16 ? 4 : (unroll >= 8 ? 3 : (unroll >= 4 ? 2 : 1));
   const int value_log2 = value_bytes >= 8 ? 3 : 2;
   MatmulFewRowsLayout best = {};
   long long best_cost = -1;
@@ -240,7 +258,7 @@ __device__ void MatmulFewRowsPass(const OpContext& ctx, const TensorAccessor<con
                                   long long col_end, long long row0, const Epilogue& epilogue) {
   using C = compute_type_t<T>;
   constexpr int kCols = kMatmulFewRowsCols;
-  constexpr int kUnroll = MatmulFewRowsUnroll<C>::kValue;
+  constexpr int kUnroll = MatmulFewRowsUnroll<T, Epilogue, kRows>::kValue;
   const int rows = s.m - row0 < kRows ? static_cast<int>(s.m - row0) : kRows;
   // Columns and rows outside the pass read column col0 / row row0 (always
   // there), so the loads need no predicates; their sums are dropped.
@@ -379,7 +397,9 @@ __device__ void MatmulFewRows(const OpContext& ctx, const TensorAccessor<const T
     const long long n_stride = bo.col_stride < 0 ? -bo.col_stride : bo.col_stride;
     const MatmulFewRowsLayout l =
         ChooseMatmulFewRowsLayout(n1 - n0, s.k, s.m, k_stride <= n_stride,
-                                  MatmulFewRowsUnroll<C>::kValue, static_cast<int>(sizeof(C)));
+                                  s.m == 1 ? MatmulFewRowsUnroll<T, Epilogue, 1>::kValue
+                                           : MatmulFewRowsUnroll<T, Epilogue>::kValue,
+                                  static_cast<int>(sizeof(C)));
     const MatmulFewRowsRole role = MakeMatmulFewRowsRole(l, ctx.thread_index());
     const long long per_pass = static_cast<long long>(l.teams) * l.cols;
     for (long long col0 = n0; col0 < n1; col0 += per_pass) {
