@@ -254,8 +254,9 @@ void OpReferenceTest::Reduction(const OperatorSpec& op, DType dtype) {
 // a (few rows), a broadcast bias, gelu_tanh and a transposed residual in
 // the epilogue, tasks of 20 elements (columns straddle them); (2) no
 // prologue, [45, 70] x [70, 37] (tiles), relu and a residual; (3) a plain
-// layer_norm prologue on one row of 300, longer than the prologue's
-// register path (its loop over the row).
+// layer_norm prologue on one row of 300, more than a thread per element
+// (the warp's loop over the row); (4) a layer_norm + gelu prologue on one
+// row of 200 (the whole block, a thread per element).
 void OpReferenceTest::FusedAddmm(const OperatorSpec& op, DType dtype) {
   const double tolerance = dtype == DType::kF32 ? 1e-4 : Tolerance(dtype);
   {
@@ -316,6 +317,26 @@ void OpReferenceTest::FusedAddmm(const OperatorSpec& op, DType dtype) {
     c.strides = {0, 1};
     const std::vector<double> normalized = testing::NormRowsReference(
         dtype, a.Values(), k, weight.Values(), bias.Values(), attributes.at("eps"), 0);
+    const std::vector<double> v = testing::AddmmReference(
+        testing::MatmulReference(normalized, b.Values(), 1, m, k, n), c.Values(), 1, 1);
+    Expect(out, testing::FusedEpilogueReference(dtype, v, 0, {}), tolerance);
+  }
+  {
+    const long long m = 1, k = 200, n = 7;
+    HostTensor a = HostTensor::Dense(dtype, {m, k}, Random(dtype, m * k, -2, 2));
+    HostTensor b = HostTensor::Dense(dtype, {n, k}, Random(dtype, n * k, -1, 1)).Transposed();
+    HostTensor c = HostTensor::Dense(dtype, {n}, Random(dtype, n, -1, 1));
+    HostTensor weight = HostTensor::Dense(dtype, {k}, Random(dtype, k, 0.5, 1.5));
+    HostTensor bias = HostTensor::Dense(dtype, {k}, Random(dtype, k, -1, 1));
+    HostTensor out = HostTensor::Poisoned(dtype, {m, n});
+    const Attributes attributes = {{"alpha", 1},  {"beta", 1},       {"norm", 2},
+                                   {"eps", 1e-5}, {"activation", 0}, {"add_residual", 0}};
+    Run(op, dtype, std::nullopt, {&a, &b, &c, &weight, &bias, &a, &out}, m * n, 3, attributes);
+    if (HasFatalFailure()) return;
+    c.sizes = {m, n};
+    c.strides = {0, 1};
+    const std::vector<double> normalized = testing::NormRowsReference(
+        dtype, a.Values(), k, weight.Values(), bias.Values(), attributes.at("eps"), 1);
     const std::vector<double> v = testing::AddmmReference(
         testing::MatmulReference(normalized, b.Values(), 1, m, k, n), c.Values(), 1, 1);
     Expect(out, testing::FusedEpilogueReference(dtype, v, 0, {}), tolerance);

@@ -20,7 +20,8 @@
 // 1. Prologue: every row of a (all batch items, at most
 //    kFusedNormBytes of T in all) normalized into the block's
 //    fused-norm buffer in shared memory, a warp per row (two passes over the
-//    row for the mean and the variance, like layer_norm), then a barrier.
+//    row for the mean and the variance, like layer_norm; a single row of up
+//    to a thread per element by the whole block), then a barrier.
 //    Every task of the product normalizes the rows itself: they are few (a
 //    Linear layer over a few tokens), and it saves the layer_norm task.
 // 2. addmm (few-rows path or tiles) from that buffer, or from a itself.
@@ -89,7 +90,28 @@ __device__ TensorAccessor<const T> NormalizeRowsToShared(
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
   };
-  for (long long row = ctx.thread_index() / 32; row < row_count; row += warps) {
+  // One row of at most a thread per element (a Linear layer over one token):
+  // the whole block normalizes it, an element per thread, so a thread's
+  // serial work is one load round and one activation, not the 8 elements a
+  // lane of the one warp of the loop below handles one after another.
+  // Without any prologue a fused tile took 6.6-6.8 us instead of 10.4
+  // (H100, bench/results/experiments/fused_addmm_prologue_cost.json), and
+  // reading the warp's elements in one round saved only 0.45 of that.
+  if (row_count == 1 && k <= ctx.num_threads()) {
+    const int j = ctx.thread_index();
+    const bool in = j < k;
+    const C x = in ? convert<C>(a_data[j * col_stride]) : C(0);
+    const C w = in ? convert<C>(w_data[j * w_stride]) : C(0);
+    const C b = in ? convert<C>(b_data[j * b_stride]) : C(0);
+    const auto plus = [](C u, C v) { return u + v; };
+    const C mean = ctx.reduce(x, plus) / count;
+    const C d = in ? x - mean : C(0);
+    const C scale = C(1) / sqrt(ctx.reduce(d * d, plus) / count + epsilon);
+    if (in) rows[j] = NormOutput<T>(d * scale * w + b, activation);
+  }
+  for (long long row = row_count == 1 && k <= ctx.num_threads() ? row_count
+                                                                : ctx.thread_index() / 32;
+       row < row_count; row += warps) {
     const long long item = row / s.m;
     const T* const src = a_data + item * batch_stride + (row - item * s.m) * row_stride;
     T* const dst = rows + row * k;
