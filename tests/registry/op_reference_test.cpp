@@ -301,46 +301,30 @@ void OpReferenceTest::FusedAddmm(const OperatorSpec& op, DType dtype) {
         testing::MatmulReference(a.Values(), b.Values(), 1, m, k, n), c.Values(), 1, 1);
     Expect(out, testing::FusedEpilogueReference(dtype, v, 3, residual.Values()), tolerance);
   }
-  {
-    const long long m = 1, k = 300, n = 9;
-    HostTensor a = HostTensor::Dense(dtype, {m, k}, Random(dtype, m * k, -2, 2));
+  // One row of k with a layer_norm prologue (`norm`: 1 + its activation),
+  // in tasks of `per_task` output elements.
+  const auto one_row = [&](long long k, long long n, int norm, long long per_task) {
+    HostTensor a = HostTensor::Dense(dtype, {1, k}, Random(dtype, k, -2, 2));
     HostTensor b = HostTensor::Dense(dtype, {n, k}, Random(dtype, n * k, -1, 1)).Transposed();
     HostTensor c = HostTensor::Dense(dtype, {n}, Random(dtype, n, -1, 1));
     HostTensor weight = HostTensor::Dense(dtype, {k}, Random(dtype, k, 0.5, 1.5));
     HostTensor bias = HostTensor::Dense(dtype, {k}, Random(dtype, k, -1, 1));
-    HostTensor out = HostTensor::Poisoned(dtype, {m, n});
-    const Attributes attributes = {{"alpha", 1},  {"beta", 1},       {"norm", 1},
+    HostTensor out = HostTensor::Poisoned(dtype, {1, n});
+    const Attributes attributes = {{"alpha", 1},  {"beta", 1},       {"norm", norm},
                                    {"eps", 1e-5}, {"activation", 0}, {"add_residual", 0}};
-    Run(op, dtype, std::nullopt, {&a, &b, &c, &weight, &bias, &a, &out}, m * n, 4, attributes);
+    Run(op, dtype, std::nullopt, {&a, &b, &c, &weight, &bias, &a, &out}, n, per_task, attributes);
     if (HasFatalFailure()) return;
-    c.sizes = {m, n};
+    c.sizes = {1, n};
     c.strides = {0, 1};
     const std::vector<double> normalized = testing::NormRowsReference(
-        dtype, a.Values(), k, weight.Values(), bias.Values(), attributes.at("eps"), 0);
+        dtype, a.Values(), k, weight.Values(), bias.Values(), attributes.at("eps"), norm - 1);
     const std::vector<double> v = testing::AddmmReference(
-        testing::MatmulReference(normalized, b.Values(), 1, m, k, n), c.Values(), 1, 1);
+        testing::MatmulReference(normalized, b.Values(), 1, 1, k, n), c.Values(), 1, 1);
     Expect(out, testing::FusedEpilogueReference(dtype, v, 0, {}), tolerance);
-  }
-  {
-    const long long m = 1, k = 200, n = 7;
-    HostTensor a = HostTensor::Dense(dtype, {m, k}, Random(dtype, m * k, -2, 2));
-    HostTensor b = HostTensor::Dense(dtype, {n, k}, Random(dtype, n * k, -1, 1)).Transposed();
-    HostTensor c = HostTensor::Dense(dtype, {n}, Random(dtype, n, -1, 1));
-    HostTensor weight = HostTensor::Dense(dtype, {k}, Random(dtype, k, 0.5, 1.5));
-    HostTensor bias = HostTensor::Dense(dtype, {k}, Random(dtype, k, -1, 1));
-    HostTensor out = HostTensor::Poisoned(dtype, {m, n});
-    const Attributes attributes = {{"alpha", 1},  {"beta", 1},       {"norm", 2},
-                                   {"eps", 1e-5}, {"activation", 0}, {"add_residual", 0}};
-    Run(op, dtype, std::nullopt, {&a, &b, &c, &weight, &bias, &a, &out}, m * n, 3, attributes);
-    if (HasFatalFailure()) return;
-    c.sizes = {m, n};
-    c.strides = {0, 1};
-    const std::vector<double> normalized = testing::NormRowsReference(
-        dtype, a.Values(), k, weight.Values(), bias.Values(), attributes.at("eps"), 1);
-    const std::vector<double> v = testing::AddmmReference(
-        testing::MatmulReference(normalized, b.Values(), 1, m, k, n), c.Values(), 1, 1);
-    Expect(out, testing::FusedEpilogueReference(dtype, v, 0, {}), tolerance);
-  }
+  };
+  one_row(300, 9, 1, 4);
+  if (HasFatalFailure()) return;
+  one_row(200, 7, 2, 3);
 }
 
 void OpReferenceTest::Custom(const OperatorSpec& op, DType dtype) {

@@ -97,7 +97,8 @@ static_assert(kMatmulThreads * kMatmulFewRowsCols * sizeof(double) <= kWorkerScr
 // slower than x1. Plain products (matmul, bmm: MatmulIdentity) keep 1: at
 // x2 their operators save 212-216 bytes a thread per call instead of 76 and
 // bmm's tiles took 0.5-0.7 us longer. So do halves (addmm's saves would go
-// from 208 to 380 bytes; not measured). An experiment knob (GPUOS_JIT_DEFINES).
+// from 208 to 380 bytes; not measured). ptxas's reports: bench/results/
+// experiments/ptxas_few_rows_unroll.txt. An experiment knob (GPUOS_JIT_DEFINES).
 #ifndef GPUOS_FEW_ROWS_ONE_ROW_UNROLL
 #define GPUOS_FEW_ROWS_ONE_ROW_UNROLL 2
 #endif

@@ -97,7 +97,8 @@ __device__ TensorAccessor<const T> NormalizeRowsToShared(
   // Without any prologue a fused tile took 6.6-6.8 us instead of 10.4
   // (H100, bench/results/experiments/fused_addmm_prologue_cost.json), and
   // reading the warp's elements in one round saved only 0.45 of that.
-  if (row_count == 1 && k <= ctx.num_threads()) {
+  const bool by_block = row_count == 1 && k <= ctx.num_threads();
+  if (by_block) {
     const int j = ctx.thread_index();
     const bool in = j < k;
     const C x = in ? convert<C>(a_data[j * col_stride]) : C(0);
@@ -109,9 +110,8 @@ __device__ TensorAccessor<const T> NormalizeRowsToShared(
     const C scale = C(1) / sqrt(ctx.reduce(d * d, plus) / count + epsilon);
     if (in) rows[j] = NormOutput<T>(d * scale * w + b, activation);
   }
-  for (long long row = row_count == 1 && k <= ctx.num_threads() ? row_count
-                                                                : ctx.thread_index() / 32;
-       row < row_count; row += warps) {
+  for (long long row = by_block ? row_count : ctx.thread_index() / 32; row < row_count;
+       row += warps) {
     const long long item = row / s.m;
     const T* const src = a_data + item * batch_stride + (row - item * s.m) * row_stride;
     T* const dst = rows + row * k;
