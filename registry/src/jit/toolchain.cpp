@@ -5,7 +5,6 @@
 #include <nvrtc.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -119,15 +118,19 @@ std::optional<int> OperatorPreserveFromEnv() {
   return std::nullopt;
 }
 
-// Whether `entry` is NAME or NAME=VALUE with NAME a C identifier (VALUE has
-// no blanks: GPUOS_JIT_DEFINES is split at them).
+// Whether `entry` is NAME or NAME=VALUE with NAME an ASCII C identifier
+// (VALUE has no blanks: GPUOS_JIT_DEFINES is split at them) that is not one
+// of the macros NvrtcOptions sets itself (the LTO guard and the range check
+// of GPUOS_OPERATOR_PRESERVE must not be bypassed).
 bool IsDefine(const std::string& entry) {
-  const std::size_t equals = entry.find('=');
-  const std::string name = entry.substr(0, equals);
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) != 0) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-  });
+  const std::string name = entry.substr(0, entry.find('='));
+  const auto letter = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  };
+  if (name.empty() || !letter(name[0])) return false;
+  if (name == "GPUOS_OPERATOR_PRESERVE" || name == "GPUOS_PHASE_TIMING") return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
 }
 
 // GPUOS_JIT_DEFINES as NVRTC -D options, in order; entries that are not
@@ -151,7 +154,8 @@ std::vector<std::string> JitDefinesFromEnv() {
     std::call_once(warned, [&] {
       std::fprintf(stderr,
                    "gpuos: GPUOS_JIT_DEFINES: '%s' is not NAME or NAME=VALUE (NAME a C "
-                   "identifier); left out\n",
+                   "identifier other than GPUOS_OPERATOR_PRESERVE and GPUOS_PHASE_TIMING, "
+                   "which have variables of their own); left out\n",
                    rejected.c_str());
     });
   }

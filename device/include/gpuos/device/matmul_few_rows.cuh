@@ -102,6 +102,10 @@ static_assert(kMatmulThreads * kMatmulFewRowsCols * sizeof(double) <= kWorkerScr
 #ifndef GPUOS_FEW_ROWS_ONE_ROW_UNROLL
 #define GPUOS_FEW_ROWS_ONE_ROW_UNROLL 2
 #endif
+static_assert(GPUOS_FEW_ROWS_ONE_ROW_UNROLL == 1 || GPUOS_FEW_ROWS_ONE_ROW_UNROLL == 2 ||
+                  GPUOS_FEW_ROWS_ONE_ROW_UNROLL == 4,
+              "GPUOS_FEW_ROWS_ONE_ROW_UNROLL: 1, 2 or 4 (ChooseMatmulFewRowsLayout costs rounds "
+              "of up to 16 K steps; 0 would never end a round)");
 template <typename T, typename Epilogue, int kRows = kMatmulFewRowsRows>
 struct MatmulFewRowsUnroll {
   static constexpr int kOneRow = kRows == 1 && sizeof(T) == 4 && !IsPlainProduct<Epilogue>::kValue
