@@ -84,7 +84,7 @@ def _fold_scale(program: Program, i: int, writers: dict, readers: dict,
     program.tasks[producer] = Task(
         _SCALED[product.op], product.dtype, product.tensors[:2] + [bias, out],
         {"alpha": attribute_text(alpha), "beta": attribute_text(0.0)}, list(product.deps),
-        None, f"{product.source} + {task.source}".strip(" +"))
+        None, joined_source(product.source, task.source))
     return i, producer
 
 
@@ -168,6 +168,19 @@ def _sole_product(program: Program, view: View, reader: int, writers: dict, read
     return written_by[0]
 
 
+def joined_source(first: str, second: str) -> str:
+    """The source note of a task that does `first` then `second`."""
+    return f"{first} + {second}".strip(" +")
+
+
+def plain_float_task(task: Task, ops, arity: int) -> bool:
+    """Whether `task` is one of `ops`, not yet fused, of a float dtype, with
+    `arity` tensors and its output in its own dtype: what every fold step
+    starts from for the task it removes."""
+    return (task.op in ops and task.fused is None and task.out_dtype is None
+            and len(task.tensors) == arity and task.dtype in _FLOATS)
+
+
 def fold_norm_activations(program: Program) -> Program:
     """`program` with activations of layer_norm results folded into the
     layer_norm tasks (the same object, changed in place, is returned)."""
@@ -177,9 +190,7 @@ def fold_norm_activations(program: Program) -> Program:
 def _fold_norm_activation(program: Program, i: int, writers: dict, readers: dict,
                           folded: dict) -> Optional[tuple[int, int]]:
     task = program.tasks[i]
-    if task.op not in ACTIVATION_NUMBERS or task.fused is not None or task.out_dtype is not None:
-        return None
-    if len(task.tensors) != 2 or task.dtype not in _FLOATS:
+    if not plain_float_task(task, ACTIVATION_NUMBERS, 2):
         return None
     x, out = task.tensors
     producer = _sole_product(program, x, i, writers, readers, ("layer_norm",))
@@ -192,7 +203,7 @@ def _fold_norm_activation(program: Program, i: int, writers: dict, readers: dict
         return None
     norm.tensors = norm.tensors[:-1] + [out]
     norm.attributes = {**norm.attributes, "activation": str(ACTIVATION_NUMBERS[task.op])}
-    norm.source = f"{norm.source} + {task.source}".strip(" +")
+    norm.source = joined_source(norm.source, task.source)
     return i, producer
 
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from ._fold import ACTIVATION_NUMBERS, _row_major, _sole_product, _written_only_by, run_fold
+from ._fold import (ACTIVATION_NUMBERS, _row_major, _sole_product, _written_only_by,
+                    joined_source, plain_float_task, run_fold)
 from ._fusion import _FLOATS
 from ._lowering import contiguous_strides
 from ._packs import ITEM_SIZES
@@ -104,7 +105,7 @@ def _fold_norm_prologue(program: Program, i: int, writers: dict, readers: dict,
         "eps": norm.attributes.get("eps", _DEFAULTS["eps"]),
     }
     fused.deps = sorted((set(fused.deps) | set(norm.deps)) - {norm_index})
-    fused.source = f"{norm.source} + {fused.source}".strip(" +")
+    fused.source = joined_source(norm.source, fused.source)
     program.tasks[i] = fused
     return norm_index, i
 
@@ -112,9 +113,7 @@ def _fold_norm_prologue(program: Program, i: int, writers: dict, readers: dict,
 def _fold_product_activation(program: Program, i: int, writers: dict, readers: dict,
                              folded: dict) -> Optional[tuple[int, int]]:
     task = program.tasks[i]
-    if task.op not in ACTIVATION_NUMBERS or task.fused is not None or task.out_dtype is not None:
-        return None
-    if len(task.tensors) != 2 or task.dtype not in _FLOATS:
+    if not plain_float_task(task, ACTIVATION_NUMBERS, 2):
         return None
     x, out = task.tensors
     producer = _sole_product(program, x, i, writers, readers, PRODUCTS)
@@ -130,7 +129,7 @@ def _fold_product_activation(program: Program, i: int, writers: dict, readers: d
     fused = _as_fused(product)
     fused.tensors = fused.tensors[:-1] + [target]
     fused.attributes = {**fused.attributes, "activation": str(ACTIVATION_NUMBERS[task.op])}
-    fused.source = f"{fused.source} + {task.source}".strip(" +")
+    fused.source = joined_source(fused.source, task.source)
     program.tasks[producer] = fused
     return i, producer
 
@@ -138,9 +137,7 @@ def _fold_product_activation(program: Program, i: int, writers: dict, readers: d
 def _fold_residual_add(program: Program, i: int, writers: dict, readers: dict,
                        folded: dict) -> Optional[tuple[int, int]]:
     task = program.tasks[i]
-    if task.op != "add" or task.fused is not None or task.out_dtype is not None:
-        return None
-    if len(task.tensors) != 3 or task.dtype not in _FLOATS:
+    if not plain_float_task(task, ("add",), 3):
         return None
     if float(task.attributes.get("alpha", "1")) != 1.0:
         return None
@@ -169,7 +166,7 @@ def _fold_residual_add(program: Program, i: int, writers: dict, readers: dict,
         fused.attributes = {**fused.attributes, "add_residual": "1"}
         fused.deps = sorted(set(fused.deps) |
                             {w for w in writers.get(residual.buffer, []) if w < producer})
-        fused.source = f"{fused.source} + {task.source}".strip(" +")
+        fused.source = joined_source(fused.source, task.source)
         program.tasks[producer] = fused
         return i, producer
     return None
