@@ -25,6 +25,11 @@ gpuos_add_test(registry_fused_elementwise_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fused_elementwise_test.cpp
   LIBS gpuos::jit gpuos_builtin_packs)
 
+# StitchProgram: stitched programs compiled with the real NVRTC (no GPU).
+gpuos_add_test(registry_stitched_program_test
+  SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/stitched_program_test.cpp
+  LIBS gpuos::jit gpuos_builtin_packs)
+
 # The built-in packs for CI's architectures: the slowest of these tests.
 gpuos_add_test(registry_jit_builtin_test
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/jit_builtin_test.cpp

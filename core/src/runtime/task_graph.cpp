@@ -119,6 +119,31 @@ Expected<TaskId> TaskGraph::Add(const std::string& op, DType dtype,
   return id;
 }
 
+Expected<TaskId> TaskGraph::AddTableTask(const std::string& op, DType dtype,
+                                         const std::vector<device::TensorDesc>& table,
+                                         const Attributes& attributes,
+                                         const std::vector<TaskId>& deps,
+                                         const TaskOptions& options) {
+  const std::string what = "task " + std::to_string(tasks_.size()) + " (" + op + "), table";
+  if (table.empty()) return InvalidArgument(what + " is empty; give at least one descriptor");
+  for (std::size_t k = 0; k < table.size(); ++k) {
+    const device::TensorDesc& d = table[k];
+    if (d.rank < 0 || d.rank > device::kMaxRank || d.dtype < 0 ||
+        d.dtype > static_cast<int>(device::kDTypeBool)) {
+      return InvalidArgument(what + " entry " + std::to_string(k) + ": rank or dtype out of range");
+    }
+  }
+  GPUOS_ASSIGN_OR_RETURN(const TaskId id, Add(op, dtype, {table[0]}, attributes, deps, options));
+  device::TaskDesc& task = tasks_[id];
+  if (static_cast<std::size_t>(task.tensors[0]) + 1 != tensors_.size()) {
+    // table[0] matched an earlier task's descriptor: the table needs its own.
+    tensors_.push_back(table[0]);
+    task.tensors[0] = static_cast<int>(tensors_.size() - 1);
+  }
+  tensors_.insert(tensors_.end(), table.begin() + 1, table.end());
+  return id;
+}
+
 Status TaskGraph::SetTensorAddress(std::size_t tensor_index, std::uint64_t address) {
   if (tensor_index >= tensors_.size()) {
     return InvalidArgument("tensor " + std::to_string(tensor_index) + " of a graph with " +

@@ -19,6 +19,9 @@ place) and returns its outputs, or a Variant with `skipped` set and no call.
                       gpuos._batching.RECORDS is true, on a GPU only)
     gpuos_compile     gpuos.compile(module) (smoke: executor="reference",
                       the CPU reference interpreter)
+    gpuos_unstitched  the same with GPUOS_STITCH=0 while its program is
+                      built: one task per operator instead of one stitched
+                      task (a diagnostic of what stitching changes; GPU only)
 
 dynamic=False: every case has fixed shapes; without it, the second batch
 size of the same module would be compiled with a symbolic batch dimension.
@@ -26,6 +29,7 @@ size of the same module would be compiled with a symbolic batch dimension.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -35,7 +39,7 @@ import torch
 import gpuos
 
 VARIANTS = ("eager", "cuda_graph", "torch_compile", "torch_compile_ro", "gpuos_batching",
-            "gpuos_compile")
+            "gpuos_compile", "gpuos_unstitched")
 NOT_IMPLEMENTED_BATCHING = ("gpuos.batching() only intercepts ops so far (counted in C++, then run "
                             "eagerly); recording and batched submission to gpuos are not built, "
                             "so there is nothing of gpuos to measure")
@@ -115,11 +119,22 @@ def _gpuos_batching(module, inputs, device) -> Variant:
     return variant
 
 
-def _gpuos_compile(module, inputs, device, smoke: bool) -> Variant:
+def _gpuos_compile(module, inputs, device, smoke: bool, stitch: bool = True) -> Variant:
     executor = "reference" if smoke else "gpuos"
     compiled = gpuos.compile(module, executor=executor)
-    return _first_call(Variant("gpuos_compile", lambda: compiled(*inputs),
-                               info={"executor": executor}), device)
+    variant = Variant("gpuos_compile" if stitch else "gpuos_unstitched",
+                      lambda: compiled(*inputs), info={"executor": executor})
+    if stitch:
+        return _first_call(variant, device)
+    before = os.environ.get("GPUOS_STITCH")
+    os.environ["GPUOS_STITCH"] = "0"  # read when the first call builds the program
+    try:
+        return _first_call(variant, device)
+    finally:
+        if before is None:
+            del os.environ["GPUOS_STITCH"]
+        else:
+            os.environ["GPUOS_STITCH"] = before
 
 
 def make(name: str, module: torch.nn.Module, inputs: list, device: torch.device,
@@ -132,6 +147,8 @@ def make(name: str, module: torch.nn.Module, inputs: list, device: torch.device,
         return Variant(name, skipped=NOT_IMPLEMENTED_BATCHING)
     if name == "gpuos_compile" and smoke:
         return _gpuos_compile(module, inputs, device, smoke=True)
+    if name == "gpuos_unstitched" and smoke:
+        return Variant(name, skipped="--smoke: the reference executor does not stitch")
     if smoke:
         return Variant(name, skipped="--smoke: CPU run, only eager and gpuos_compile "
                        "(reference executor) are run")
@@ -148,9 +165,10 @@ def make(name: str, module: torch.nn.Module, inputs: list, device: torch.device,
         if not ok:
             return Variant(name, skipped=f"gpuos cannot run here: {why}")
         return _gpuos_batching(module, inputs, device)
-    if name == "gpuos_compile":
+    if name in ("gpuos_compile", "gpuos_unstitched"):
         ok, why = gpuos.available(device.index or 0)
         if not ok:
             return Variant(name, skipped=f"gpuos cannot run here: {why}")
-        return _gpuos_compile(module, inputs, device, smoke=False)
+        return _gpuos_compile(module, inputs, device, smoke=False,
+                              stitch=name == "gpuos_compile")
     raise ValueError(f"unknown variant {name!r}; known: {', '.join(VARIANTS)}")

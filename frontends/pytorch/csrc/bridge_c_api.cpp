@@ -11,6 +11,7 @@
 #include "bridge_host_timing.h"
 #include "bridge_program.h"
 #include "bridge_runtime.h"
+#include "bridge_stitch.h"
 #include "gpuos_torch_bridge.h"
 
 struct GpuosTorchRuntime {
@@ -134,10 +135,25 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
       return gpuos::InvalidArgument("gpuos_torch_program_create: NULL argument");
     }
     *out = nullptr;
-    GPUOS_ASSIGN_OR_RETURN(auto spec, gpuos::torch_bridge::ParseProgramSpec(program_json));
-    GPUOS_RETURN_IF_ERROR(gpuos::torch_bridge::ResolveFusedTasks(*runtime->runtime, &spec));
-    GPUOS_ASSIGN_OR_RETURN(auto program,
-                           gpuos::torch_bridge::Program::Create(*runtime->runtime, spec));
+    namespace bridge = gpuos::torch_bridge;
+    GPUOS_ASSIGN_OR_RETURN(auto spec, bridge::ParseProgramSpec(program_json));
+    std::string note;
+    if (bridge::StitchingEnabled() && spec.tasks.size() >= bridge::kMinStitchedTasks) {
+      GPUOS_ASSIGN_OR_RETURN(auto attempt, bridge::StitchSpec(*runtime->runtime, spec));
+      if (attempt.program) {
+        note = attempt.program->op.name + " (" + attempt.program->op.description + ")";
+        GPUOS_ASSIGN_OR_RETURN(auto program,
+                               bridge::Program::CreateStitched(*runtime->runtime, std::move(spec),
+                                                               std::move(*attempt.program)));
+        program->set_stitch_note(std::move(note));
+        *out = new GpuosTorchProgram{std::move(program)};
+        return gpuos::Status::Ok();
+      }
+      note = "not stitched: " + attempt.reason;
+    }
+    GPUOS_RETURN_IF_ERROR(bridge::ResolveFusedTasks(*runtime->runtime, &spec));
+    GPUOS_ASSIGN_OR_RETURN(auto program, bridge::Program::Create(*runtime->runtime, spec));
+    program->set_stitch_note(std::move(note));
     *out = new GpuosTorchProgram{std::move(program)};
     return gpuos::Status::Ok();
   });
@@ -173,6 +189,14 @@ unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program) {
 
 unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program) {
   return program == nullptr ? 0 : program->program->num_buffers();
+}
+
+int gpuos_torch_program_stitched(const GpuosTorchProgram* program) {
+  return program != nullptr && program->program->stitched() ? 1 : 0;
+}
+
+const char* gpuos_torch_program_stitch_note(const GpuosTorchProgram* program) {
+  return program == nullptr ? "" : program->program->stitch_note().c_str();
 }
 
 void gpuos_torch_program_destroy(GpuosTorchProgram* program) { delete program; }

@@ -28,6 +28,8 @@ registry::FusedOperand ToOperand(const FusedOperandSpec& spec) {
   return operand;
 }
 
+}  // namespace
+
 Expected<registry::OperatorSpec> FusedOperator(const runtime::Runtime& runtime,
                                                const TaskSpec& task) {
   registry::FusedElementwiseDesc desc;
@@ -49,8 +51,6 @@ Expected<registry::OperatorSpec> FusedOperator(const runtime::Runtime& runtime,
   }
   return registry::FuseElementwise(desc);
 }
-
-}  // namespace
 
 Status ResolveFusedTasks(runtime::Runtime& runtime, ProgramSpec* spec) {
   std::vector<runtime::LiveOperator> missing;

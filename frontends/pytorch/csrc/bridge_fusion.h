@@ -21,4 +21,9 @@ namespace gpuos::torch_bridge {
 // active image keeps serving). Thread safety: as Runtime::Update.
 Status ResolveFusedTasks(runtime::Runtime& runtime, ProgramSpec* spec);
 
+// The operator of fused task `task` (task.fused set), generated from the
+// constituents `runtime` serves now; not served. Errors as ResolveFusedTasks.
+Expected<registry::OperatorSpec> FusedOperator(const runtime::Runtime& runtime,
+                                               const TaskSpec& task);
+
 }  // namespace gpuos::torch_bridge

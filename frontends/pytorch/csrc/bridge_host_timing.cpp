@@ -27,7 +27,7 @@ void HostTiming::Add(LaunchStep step, std::chrono::steady_clock::duration elapse
 HostTiming::~HostTiming() {
   if (!on_) return;
   static const char* const kNames[] = {"reclaim",     "bind",     "stream_query", "submit",
-                                       "stream_wait", "allocate", "run"};
+                                       "stream_wait", "allocate", "run",          "host_wait"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(LaunchStep::kCount));
   std::fprintf(stderr, "gpuos host timing (us per step: count, mean, median):");
   for (int i = 0; i < static_cast<int>(LaunchStep::kCount); ++i) {

@@ -25,6 +25,7 @@ enum class LaunchStep : int {
   kStreamWait,   // the stream waits for the submission (cuStreamWaitValue64)
   kAllocate,     // extension: the outputs and the workspace from PyTorch's allocator
   kRun,          // extension: Program.run from its guards to its result list
+  kHostWait,     // the host waits for the submission (GPUOS_TORCH_HOST_WAIT_US)
   kCount
 };
 static_assert(static_cast<int>(LaunchStep::kAllocate) == GPUOS_TORCH_STEP_ALLOCATE &&

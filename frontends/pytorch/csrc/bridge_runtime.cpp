@@ -5,6 +5,7 @@
 #include <string>
 #include <system_error>
 
+#include "bridge_fusion.h"
 #include "bridge_host_timing.h"
 #include "gpuos/cuda_driver.h"
 #include "gpuos/embedded_sets.h"
@@ -76,6 +77,91 @@ Expected<std::unique_ptr<Program>> Program::Create(runtime::Runtime& runtime,
   return program;
 }
 
+Expected<std::chrono::microseconds> HostWaitBudget() {
+  const auto text = GetEnv("GPUOS_TORCH_HOST_WAIT_US");
+  if (!text) return std::chrono::microseconds(kDefaultHostWaitUs);
+  char* end = nullptr;
+  const long long value = std::strtoll(text->c_str(), &end, 10);
+  if (*end != 0 || value < 0 || value > 100000) {
+    return InvalidArgument(
+        "GPUOS_TORCH_HOST_WAIT_US must be a number of microseconds from 0 to 100000 (0: never "
+        "wait on the host; unset: " +
+        std::to_string(kDefaultHostWaitUs) + "); got '" + *text + "'");
+  }
+  return std::chrono::microseconds(value);
+}
+
+Expected<std::unique_ptr<Program>> Program::CreateStitched(runtime::Runtime& runtime,
+                                                           ProgramSpec spec,
+                                                           registry::StitchedProgram stitched) {
+  std::unique_ptr<Program> program(new Program(runtime, spec.num_buffers));
+  if (stitched.table_entries != spec.num_buffers + 1) {
+    return Internal("the stitched program's table does not match the program's buffers");
+  }
+  GPUOS_ASSIGN_OR_RETURN(program->counters_, runtime.Allocate(stitched.counter_bytes));
+  const std::vector<unsigned char> zeros(stitched.counter_bytes, 0);
+  GPUOS_RETURN_IF_ERROR(
+      runtime.CopyToDevice(program->counters_.address, zeros.data(), zeros.size()));
+  std::vector<device::TensorDesc> table;
+  for (std::uint32_t b = 0; b < spec.num_buffers; ++b) {
+    device::TensorDesc entry = {};
+    entry.data = PlaceholderAddress(b, 0);
+    entry.dtype = static_cast<int>(DType::kU8);
+    entry.numel = 1;
+    table.push_back(entry);
+  }
+  device::TensorDesc counters = {};
+  counters.data = program->counters_.address;
+  counters.dtype = static_cast<int>(DType::kU8);
+  counters.numel = 1;
+  table.push_back(counters);
+  runtime::TaskOptions options;
+  options.work_items = stitched.tiles;
+  options.tiles = stitched.tiles;
+  auto id = program->graph_.AddTableTask(stitched.op.name, DType::kU8, table, {}, {}, options);
+  if (!id.ok()) return id.status().WithContext("the stitched program's task");
+  const std::uint32_t first = static_cast<std::uint32_t>(program->graph_.tasks()[*id].tensors[0]);
+  const auto& tensors = program->graph_.tensors();
+  for (std::uint32_t b = 0; b < spec.num_buffers; ++b) {
+    GPUOS_ASSIGN_OR_RETURN(auto binding, DecodePlaceholder(first + b, tensors[first + b].data));
+    program->bindings_.push_back(binding);
+  }
+  (void)program->graph_.successors();
+  program->stitched_ = std::move(stitched);
+  program->spec_ = std::move(spec);
+  return program;
+}
+
+Program::~Program() {
+  if (counters_.address != 0) runtime_->Free(counters_);
+}
+
+Expected<Program*> Program::Fallback() {
+  if (!fallback_) {
+    ProgramSpec spec = spec_;
+    GPUOS_RETURN_IF_ERROR(ResolveFusedTasks(*runtime_, &spec));
+    GPUOS_ASSIGN_OR_RETURN(fallback_, Create(*runtime_, spec));
+  }
+  return fallback_.get();
+}
+
+Status Program::AwaitPreviousStitchedRun() {
+  while (!pending_.empty()) {
+    const runtime::Future previous = pending_.front();
+    pending_.pop_front();
+    const Status status = previous.Wait();
+    if (status.ok()) continue;
+    // A failed run may leave counts behind (a wait that timed out): the
+    // next run starts from zero.
+    const std::vector<unsigned char> zeros(counters_.bytes, 0);
+    const Status zeroed = runtime_->CopyToDevice(counters_.address, zeros.data(), zeros.size());
+    pending_.clear();
+    if (!zeroed.ok()) return zeroed.WithContext("zeroing the stitched program's counters");
+    return status.WithContext("an earlier run of this program");
+  }
+  return Status::Ok();
+}
+
 Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buffers) {
   if (num_buffers != num_buffers_) {
     return InvalidArgument("the program has " + std::to_string(num_buffers_) + " buffers; got " +
@@ -93,7 +179,19 @@ Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buff
 
 Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
                        CUstream stream) {
+  static const Expected<std::chrono::microseconds> host_wait = HostWaitBudget();
+  GPUOS_RETURN_IF_ERROR(host_wait.status());
   StepTimer reclaim(LaunchStep::kReclaim);
+  if (stitched_) {
+    for (std::uint32_t b = 0; b < num_buffers && b < num_buffers_; ++b) {
+      if (addresses[b] % 16 != 0) {
+        // The stitched code assumes 16-byte aligned buffers (vector loads).
+        GPUOS_ASSIGN_OR_RETURN(Program * fallback, Fallback());
+        return fallback->Launch(addresses, num_buffers, stream);
+      }
+    }
+    GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
+  }
   while (!pending_.empty() && pending_.front().Ready()) {
     const runtime::Future previous = pending_.front();
     pending_.pop_front();
@@ -119,6 +217,19 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_));
   submit.Stop();
   pending_.push_back(launched);
+  // The results are usually there within microseconds: waiting for them
+  // here costs less than the stream's own wait for the completion word, and
+  // the stream then has nothing to wait for.
+  StepTimer host(LaunchStep::kHostWait);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + *host_wait;
+  bool finished = launched.Ready();
+  while (!finished && Clock::now() < deadline) finished = launched.Ready();
+  host.Stop();
+  if (finished) {
+    pending_.pop_back();
+    return launched.Wait(std::chrono::microseconds(0));
+  }
   StepTimer wait(LaunchStep::kStreamWait);
   const Status ordered = runtime_->StreamWaitFor(stream, launched);
   wait.Stop();

@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bridge_program.h"
 #include "gpuos/cuda_driver.h"
+#include "gpuos/registry/stitched_program.h"
 #include "gpuos/runtime/runtime.h"
 #include "gpuos/runtime/task_graph.h"
 #include "gpuos/status.h"
@@ -32,28 +34,47 @@ std::string DefaultCachePath();
 
 Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options);
 
+// How long a launch waits on the host for its submission to finish before
+// it leaves the wait to the stream (GPUOS_TORCH_HOST_WAIT_US, 0 to 100000;
+// default kDefaultHostWaitUs). InvalidArgument for another value.
+inline constexpr long long kDefaultHostWaitUs = 500;
+Expected<std::chrono::microseconds> HostWaitBudget();
+
 // One lowered graph: a task graph built once with placeholder addresses, and
 // for each of its tensor descriptors the buffer and byte offset it is bound
-// to at every run. Not thread safe; the runtime must outlive it.
+// to at every run. A stitched program's graph is one task of its stitched
+// operator (bridge_stitch.h) whose table holds the buffers, then the
+// counters this Program owns. Not thread safe; the runtime must outlive it.
 class Program {
  public:
+  // A graph of the spec's tasks (fused tasks already named:
+  // ResolveFusedTasks).
   static Expected<std::unique_ptr<Program>> Create(runtime::Runtime& runtime,
                                                    const ProgramSpec& spec);
+  // The one task of `stitched` (served by `runtime`) over the spec's
+  // buffers. `spec` (fused tasks not yet named) is kept for the rare run
+  // whose buffers are not 16-byte aligned, which runs an unstitched program
+  // built at that run.
+  static Expected<std::unique_ptr<Program>> CreateStitched(runtime::Runtime& runtime,
+                                                           ProgramSpec spec,
+                                                           registry::StitchedProgram stitched);
+  ~Program();
 
   // Binds the addresses and submits the graph ordered on `stream` (nullptr:
   // the legacy default stream): it starts after the work enqueued there so
-  // far, and work enqueued there later starts after it (the stream waits
-  // for the submission's completion word; no host wait). The first half is
-  // a host synchronize of `stream`, and only when it has unfinished work:
-  // a gate (SubmitOptions::wait_for) can deadlock, because the worker does
+  // far, and work enqueued there later starts after it. The first half is a
+  // host synchronize of `stream`, and only when it has unfinished work: a
+  // gate (SubmitOptions::wait_for) can deadlock, because the worker does
   // not park while a graph waits at its gate and the stream's kernels may
   // need the SMs the worker holds (a cuBLAS matmul on PyTorch's default
-  // stream did, on the H100 at b0e5d84). Returns without waiting for the
-  // graph (except on a device without 64-bit stream memory operations,
-  // where it waits for it, at most 60 s). Errors: the driver's, the
-  // runtime's Submit and StreamWaitFor errors, and the error of an earlier
-  // launch that finished with one (task errors surface at the next Launch,
-  // as CUDA's do).
+  // stream did, on the H100 at b0e5d84). The second half: the host waits
+  // for the submission up to HostWaitBudget() (a compiled call is short, and
+  // the stream's own wait for it costs several microseconds more); if it
+  // has not finished by then, the stream waits for its completion word
+  // (no host wait). A stitched program first waits for its previous run
+  // (runs must not overlap). Errors: the driver's, the runtime's Submit and
+  // StreamWaitFor errors, and the error of an earlier launch that finished
+  // with one (task errors surface at the next Launch, as CUDA's do).
   Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
 
   // Runtime::KeepWarm of the program's runtime.
@@ -61,18 +82,33 @@ class Program {
 
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }
+  bool stitched() const { return stitched_.has_value(); }
+  // The stitched operator and its stages, or why the program is not
+  // stitched (set by the creator).
+  const std::string& stitch_note() const { return stitch_note_; }
+  void set_stitch_note(std::string note) { stitch_note_ = std::move(note); }
 
  private:
   Program(runtime::Runtime& runtime, std::uint32_t num_buffers)
       : runtime_(&runtime), graph_(runtime), num_buffers_(num_buffers) {}
 
   Status Bind(const unsigned long long* addresses, std::uint32_t num_buffers);
+  // Waits for the previous run of a stitched program; after a failed one,
+  // zeroes the counters again before reporting its error.
+  Status AwaitPreviousStitchedRun();
+  // The unstitched program of a stitched one, built on first use.
+  Expected<Program*> Fallback();
 
   runtime::Runtime* runtime_;
   runtime::TaskGraph graph_;
   std::deque<runtime::Future> pending_;  // launched, not yet seen finished; oldest first
   std::vector<Binding> bindings_;
   std::uint32_t num_buffers_;
+  std::optional<registry::StitchedProgram> stitched_;
+  runtime::DeviceBuffer counters_;  // stitched: the stages' counters
+  ProgramSpec spec_;                // stitched: for Fallback()
+  std::unique_ptr<Program> fallback_;
+  std::string stitch_note_;
 };
 
 }  // namespace gpuos::torch_bridge

@@ -237,6 +237,8 @@ class Program {
   void KeepWarm() { Check(gpuos_torch_program_keep_warm(handle_), "keeping the worker warm"); }
 
   unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
+  bool stitched() const { return gpuos_torch_program_stitched(handle_) != 0; }
+  std::string stitch_note() const { return gpuos_torch_program_stitch_note(handle_); }
 
  private:
   // A workspace for the intermediates from PyTorch's caching allocator, its
@@ -340,7 +342,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("run", &Program::Run)
       .def("run_into", &Program::RunInto, py::arg("inputs"), py::arg("outputs"),
            py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("num_tasks", &Program::num_tasks);
+      .def_property_readonly("num_tasks", &Program::num_tasks)
+      .def_property_readonly("stitched", &Program::stitched)
+      .def_property_readonly("stitch_note", &Program::stitch_note);
   gpuos_torch::BindBatching(m);
   gpuos_torch::SetNativeRunnerFactory(&NativeRunnerOf);
 }

@@ -50,10 +50,18 @@ void gpuos_torch_free_string(char* text);
 // description made by gpuos/_lowering.py (docs/pytorch.md, "Program
 // format"). Tensor addresses are not known yet: each tensor names a buffer
 // and an element offset into it; gpuos_torch_program_launch binds the buffers.
+// Unless GPUOS_STITCH=0, a program of two or more tasks that can be
+// stitched becomes one task of a stitched operator served for it (an epoch
+// switch at creation; docs/pytorch.md, "Stitched programs").
 // Errors: InvalidArgument naming the task and what is wrong; NotFound for an
 // operator or dtype the image does not have.
 int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_json,
                                GpuosTorchProgram** out);
+// Whether the program is stitched (1) or runs one task per operator (0).
+int gpuos_torch_program_stitched(const GpuosTorchProgram* program);
+// The stitched operator and its stages, or why the program is not stitched
+// ("" when stitching was not tried). Owned by the program.
+const char* gpuos_torch_program_stitch_note(const GpuosTorchProgram* program);
 // Checks a program description without a runtime or GPU (parsing, shapes,
 // buffer indices, dependencies). Same errors as create, except those that need
 // the image (unknown operators, arity).
@@ -63,10 +71,13 @@ int gpuos_torch_program_check(const char* program_json);
 // runtime's device; NULL = the legacy default stream, PyTorch's default):
 // the program starts after the work enqueued on `stream` so far (the host
 // synchronizes `stream` first when it has unfinished work), and work
-// enqueued on `stream` afterwards starts after the program (the stream
-// waits on the device). Returns without waiting for the program, except on
-// a device without 64-bit stream memory operations, where it waits. A failed
-// task surfaces at the program's next launch, whose error it then is.
+// enqueued on `stream` afterwards starts after the program: the host waits
+// for the program up to GPUOS_TORCH_HOST_WAIT_US (default 500 us), and when
+// it is not done by then, the stream waits for it on the device and the
+// call returns (on a device without 64-bit stream memory operations the
+// host waits to the end). A failed task surfaces at the program's next
+// launch, whose error it then is (or at this one when the host saw it
+// finish).
 // REQUIRES: num_buffers equals the program's buffer count; every address is
 // valid device memory of the runtime's device, large enough for the views the
 // program makes of it.

@@ -89,7 +89,7 @@ def _native_program(program: Program) -> Any:
     """gpuos._C.Program for `program`; RuntimeError when there is none."""
     rt = _runtime.runtime(program.device.index or 0)
     offsets, workspace_bytes = program.workspace()
-    return _runtime._C.Program(
+    native = _runtime._C.Program(
         rt, program.to_json(),
         [(b.dtype, list(b.sizes), list(b.strides)) for b in program.buffers_of(INPUT)],
         [b.tensor for b in program.buffers_of(CONSTANT)],
@@ -97,6 +97,10 @@ def _native_program(program: Program) -> Any:
         [(b.dtype, list(b.sizes), list(b.strides)) for b in program.buffers_of(OUTPUT)],
         [(r.kind, r.index, r.same, list(r.sizes), list(r.strides), r.storage_offset)
          for r in program.results])
+    _runtime.STATS.note_program(native)
+    if native.stitch_note:
+        _runtime.log.debug("%s", native.stitch_note)
+    return native
 
 
 class _NativeBackend(SegmentBackend):

@@ -48,6 +48,15 @@ class Stats:
         self.cache_evictions = 0
         self.fallbacks: Counter[str] = Counter()  # op name -> times it ran eagerly
         self.fallback_reasons: dict[str, str] = {}  # why (first reason seen)
+        self.stitched_programs = 0  # programs built as one stitched task
+        self.unstitched: Counter[str] = Counter()  # why a program was not stitched -> programs
+
+    def note_program(self, program: Any) -> None:
+        """A native program was built (gpuos._C.Program)."""
+        if program.stitched:
+            self.stitched_programs += 1
+        elif program.stitch_note:
+            self.unstitched[program.stitch_note] += 1
 
     def note_fallback(self, aten_ops: dict[str, int], reasons: dict[str, str]) -> None:
         self.eager_calls += 1
@@ -123,6 +132,8 @@ def snapshot() -> dict[str, Any]:
         "cache_evictions": s.cache_evictions,
         "fallbacks": dict(s.fallbacks),
         "fallback_reasons": dict(s.fallback_reasons),
+        "stitched_programs": s.stitched_programs,
+        "unstitched": dict(s.unstitched),
         "runtimes": {},
     }
     with _lock:

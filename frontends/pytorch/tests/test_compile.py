@@ -112,3 +112,22 @@ def test_bad_worker_block_count_is_refused_by_name(monkeypatch, value):
     monkeypatch.setenv("GPUOS_TORCH_BLOCKS", value)
     with pytest.raises(RuntimeError, match="GPUOS_TORCH_BLOCKS must be a worker block count"):
         _C.Runtime(0)
+
+
+def test_stats_count_stitched_programs_and_why_others_are_not():
+    from gpuos import _runtime
+
+    class Built:  # what gpuos._C.Program reports about itself
+        def __init__(self, stitched, note):
+            self.stitched, self.stitch_note = stitched, note
+
+    gpuos.reset_stats()
+    _runtime.STATS.note_program(Built(True, "stitched_0123 (stitched: 2 stages: ...)"))
+    _runtime.STATS.note_program(Built(False, "not stitched: task 0 (cast): f16"))
+    _runtime.STATS.note_program(Built(False, "not stitched: task 0 (cast): f16"))
+    _runtime.STATS.note_program(Built(False, ""))  # one task: not tried
+    s = gpuos.stats()
+    assert s["stitched_programs"] == 1
+    assert s["unstitched"] == {"not stitched: task 0 (cast): f16": 2}
+    gpuos.reset_stats()
+    assert gpuos.stats()["stitched_programs"] == 0 and gpuos.stats()["unstitched"] == {}

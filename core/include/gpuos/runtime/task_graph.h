@@ -91,6 +91,21 @@ class TaskGraph {
                        const Attributes& attributes = {}, const std::vector<TaskId>& deps = {},
                        const TaskOptions& options = {});
 
+  // A task of an operator that takes exactly one tensor and reads a whole
+  // table of descriptors from it (a stitched program: registry/
+  // stitched_program.h): tensor 0 of the task is table[0], and table[1],
+  // table[2], ... follow it in tensors(), in order and not shared with other
+  // tasks, so that device code reaches them as OpCall::table[k]. Only the
+  // descriptors' addresses need to be meaningful. Errors as Add (an
+  // operator that takes other than one tensor), and InvalidArgument for an
+  // empty table or one whose descriptors are malformed (rank or dtype out
+  // of range).
+  Expected<TaskId> AddTableTask(const std::string& op, DType dtype,
+                                const std::vector<device::TensorDesc>& table,
+                                const Attributes& attributes = {},
+                                const std::vector<TaskId>& deps = {},
+                                const TaskOptions& options = {});
+
   // A task that does nothing (slot 0): a join point, or a measure of
   // dispatch cost. Errors as Add for `deps`.
   Expected<TaskId> AddNoop(const std::vector<TaskId>& deps = {});

@@ -1,6 +1,7 @@
 // Everything generated operator sources include: the ABI, dtype traits and
 // conversions, tensor accessors, the elementwise and reduction loops and the
-// custom-operator context. Operator code in packs can use all of it.
+// custom-operator context, and the stages of stitched programs. Operator code
+// in packs can use all of it.
 #pragma once
 
 #include "gpuos/device/abi.h"
@@ -15,4 +16,7 @@
 #include "gpuos/device/reduction.cuh"
 #include "gpuos/device/row_batch.cuh"
 #include "gpuos/device/softmax.cuh"
+#include "gpuos/device/stitch.cuh"
+#include "gpuos/device/stitch_matmul.cuh"
+#include "gpuos/device/stitch_rows.cuh"
 #include "gpuos/device/tensor.cuh"

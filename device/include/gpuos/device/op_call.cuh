@@ -20,6 +20,12 @@ struct OpCall {
   unsigned int scratch_bytes;
   unsigned int num_tensors;  // entries in `tensors`
   WorkerStatus* status;      // may be null
+  // The launch's copy of the task's first tensor descriptor, in device
+  // memory (null for a task without tensors). A task added with
+  // runtime::TaskGraph::AddTableTask has the rest of its descriptor table
+  // right after it: table[1], table[2], ... (stitched programs,
+  // gpuos/device/stitch.cuh).
+  const TensorDesc* table;
 
   // The k-th tensor of the task (inputs first, then outputs).
   __device__ __forceinline__ const TensorDesc& tensor(int k) const {

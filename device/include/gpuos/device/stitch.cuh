@@ -1,0 +1,163 @@
+// Stitched programs (docs/stitching.md): a whole task program compiled into
+// one custom operator whose task runs on many blocks of the persistent
+// worker. The program's stages (one per task of the program, or per part of
+// a cat) are laid out one after another as the task's tiles, in dependency
+// order; the block that runs a tile first waits until the stages it reads
+// are done, runs its share of its stage with code specialized for the
+// stage's shapes and strides (stitch_matmul.cuh, stitch_rows.cuh, generated
+// elementwise code), then counts its tile done.
+//
+// Why it cannot deadlock: the worker hands out a task's tiles in increasing
+// order, each to a running block that runs it at once, and a tile waits only
+// for stages whose tiles all come before it. So the lowest tile not yet done
+// never waits for anything unfinished: tiles finish in some order whatever
+// the number of blocks (one block runs them all in order).
+//
+// Synchronization: a device buffer of counters, one per stage and one for
+// the whole task, each on its own 128-byte line (the host allocates it
+// zeroed and puts its address last in the task's table). A tile's thread 0
+// adds one to its stage's counter after the block's stores (release), and
+// waiting tiles read it with acquire loads. The tile that finishes the
+// task's last tile sets every counter back to 0 for the next run: by then
+// every tile has passed its waits. So runs of one stitched program must not
+// overlap: the host starts a run only after the previous one finished.
+//
+// Memory: every global load goes through L2 (ld.global.cg): the worker runs
+// for a long time, so neither L1 nor the read-only cache may hold a line
+// from an earlier run or stage (weights updated in place between calls,
+// intermediates of the previous call).
+#pragma once
+
+#include "gpuos/device/abi.h"
+#include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/op_context.cuh"
+
+namespace gpuos {
+namespace device {
+namespace stitch {
+
+// 32-bit words from one counter to the next (128 bytes).
+constexpr unsigned int kCounterStride = 32;
+// How long a tile waits for a stage before it reports kWaitTimedOut and
+// goes on (no results are trusted then: the submission fails).
+constexpr unsigned long long kWaitLimitNs = 2000000000ull;
+// ctx.fail code of a wait that timed out.
+constexpr unsigned int kWaitTimedOut = 0x5717;
+constexpr int kThreads = static_cast<int>(kWorkerThreads);
+constexpr int kWarps = kThreads / 32;
+
+static_assert(kThreads == 256, "the stitched stage code is written for 256-thread blocks");
+
+// One global load through L2 only (see the file comment).
+template <typename E>
+__device__ __forceinline__ E Load(const E* p) {
+  return __ldcg(p);
+}
+__device__ __forceinline__ float4 Load4(const float* p) {
+  return __ldcg(reinterpret_cast<const float4*>(p));
+}
+
+__device__ __forceinline__ unsigned int LoadAcquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long NowNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The sum of `v` over the warp, in every lane.
+template <typename C>
+__device__ __forceinline__ C WarpSum(C v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+template <typename C>
+__device__ __forceinline__ C WarpMax(C v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const C other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+// One tile of a stitched task: its buffers and its stage's synchronization.
+// Buffer addresses are read from the task's table in device memory where a
+// stage needs them (each stage reads its few once, before it waits), not
+// copied to shared memory: a `__shared__` table in this header would be one
+// more static allocation in every stitched operator's unit of the image.
+class Tile {
+ public:
+  // `entries`: the table's entries (the program's buffers, then the
+  // counters); `stages`: the program's stages; `tiles`: the task's tiles.
+  // REQUIRES: the task was added with its table (TaskGraph::AddTableTask).
+  __device__ Tile(const OpContext& ctx, int entries, int stages, unsigned int tiles)
+      : ctx_(&ctx), table_(ctx.call().table), stages_(stages), tiles_(tiles) {
+    counters_ = reinterpret_cast<unsigned int*>(Load(&table_[entries - 1].data));
+  }
+
+  // Element 0 of buffer `buffer` as E (one load from the table: keep it).
+  template <typename E>
+  __device__ __forceinline__ E* ptr(int buffer) const {
+    return reinterpret_cast<E*>(Load(&table_[buffer].data));
+  }
+
+  // Thread 0: waits until stage `stage` counted `tiles` tiles done, then
+  // acquires their results for the block (the caller's barrier passes them
+  // on). After kWaitLimitNs it reports kWaitTimedOut and returns.
+  __device__ void Poll(int stage, unsigned int tiles) const {
+    const unsigned int* counter = counters_ + stage * kCounterStride;
+    if (LoadAcquire(counter) >= tiles) return;
+    const unsigned long long start = NowNs();
+    unsigned int nap = 32;
+    while (LoadAcquire(counter) < tiles) {
+      __nanosleep(nap);
+      if (nap < 256) nap *= 2;
+      if (NowNs() - start > kWaitLimitNs) {
+        ctx_->fail(kWaitTimedOut);
+        return;
+      }
+    }
+    __threadfence();
+  }
+
+  // All threads: counts this tile of `stage` done once every thread's
+  // stores are made; the last tile of the task resets the counters.
+  __device__ void Done(int stage) const {
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    __threadfence();  // the block's results before the count (release)
+    atomicAdd(counters_ + stage * kCounterStride, 1u);
+    __threadfence();  // the stage's count before the task's
+    unsigned int* finished = counters_ + stages_ * kCounterStride;
+    if (atomicAdd(finished, 1u) + 1u != tiles_) return;
+    __threadfence();
+    for (int s = 0; s <= stages_; ++s) {
+      *reinterpret_cast<volatile unsigned int*>(counters_ + s * kCounterStride) = 0u;
+    }
+    __threadfence();
+  }
+
+  __device__ const OpContext& ctx() const { return *ctx_; }
+
+ private:
+  const OpContext* ctx_;
+  const TensorDesc* table_;
+  unsigned int* counters_ = nullptr;
+  int stages_;
+  unsigned int tiles_;
+};
+
+// A stage with nothing to wait for.
+struct NoWait {
+  __device__ __forceinline__ void operator()() const {}
+};
+
+}  // namespace stitch
+}  // namespace device
+}  // namespace gpuos

@@ -1,0 +1,400 @@
+// The matrix-product stage of stitched programs (stitch.cuh): addmm,
+// baddbmm, fused_addmm, matmul and bmm with every shape and stride a
+// compile-time constant of the stage's parameter struct P (written by the
+// generator, registry/src/jit/stitch_codegen.cpp):
+//
+//   a'  = rows of a, layer-normalized along K then activation kNorm - 1
+//         (kNorm = 0: a' = a)
+//   v   = alpha * (a' x b) + beta * c          (c read only when kBias)
+//   out = activation kAct (v) + residual       (the residual only when kResidual)
+//
+// with the roundings of fused_addmm (matmul_fused.cuh): the normalized value
+// after its activation and the product before an activation or a residual
+// are rounded to T. Shapes: out [kBatch, kM, kN], a [kBatch, kM, kK], b
+// [kBatch, kK, kN]; each tensor has a buffer (kA, ...), an element offset
+// (kAOff, ...) and strides per axis (kASb, kASm, kASk, ...; 0 broadcasts).
+//
+// A tile computes rows [m0, m0 + kBM) x columns [n0, n0 + kBN) of one batch
+// item. Its rows of a' go to the block's shared scratch first (kBM * kK
+// values of the compute type, at most kWorkerScratchBytes), normalized
+// there when kNorm. Then, with b's values loaded into registers (before
+// the wait for the stage's inputs when b is not written by the program:
+// kPrefetchB, a Linear layer's weights; likewise the bias: kBiasReady):
+// - kKFast (b contiguous along K, few rows: a Linear layer's weights): warp
+//   w handles columns n0 + w, n0 + w + 8, ...; its lanes split K (kVec
+//   consecutive values each, 16-byte loads when kVec = 4) and the warp sums
+//   with shuffles;
+// - otherwise a thread per column and group: kBN columns, the block's
+//   256 / kBN groups split into kKG groups along K (summed through shared
+//   memory) and row groups (kRPT rows each).
+#pragma once
+
+#include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/normalization.cuh"
+#include "gpuos/device/stitch.cuh"
+
+namespace gpuos {
+namespace device {
+namespace stitch {
+
+// kVec values of b along K from `p` (consecutive when kVec = 4: b's K
+// stride is 1), or zeros when !in.
+template <typename T, int kVec>
+__device__ __forceinline__ void LoadAlongK(const T* p, long long k_stride, bool in,
+                                           compute_type_t<T> (&out)[kVec]) {
+  using C = compute_type_t<T>;
+  if constexpr (kVec == 4) {
+    static_assert(sizeof(T) == 4 && sizeof(C) == 4, "16-byte loads are for f32");
+    (void)k_stride;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (in) v = Load4(reinterpret_cast<const float*>(p));
+    out[0] = v.x;
+    out[1] = v.y;
+    out[2] = v.z;
+    out[3] = v.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) out[i] = in ? convert<C>(Load(p + i * k_stride)) : C(0);
+  }
+}
+
+// The stage's tensors, read from the table once per tile (Tile::ptr).
+template <class P>
+struct MatmulPointers {
+  using T = typename P::T;
+  const T* a;
+  const T* b;
+  const T* c;
+  const T* weight;
+  const T* bias;
+  const T* r;
+  T* out;
+  __device__ explicit MatmulPointers(const Tile& t)
+      : a(t.ptr<const T>(P::kA) + P::kAOff),
+        b(t.ptr<const T>(P::kB) + P::kBOff),
+        c(P::kBias ? t.ptr<const T>(P::kC) + P::kCOff : nullptr),
+        weight(P::kNorm != 0 ? t.ptr<const T>(P::kG) + P::kGOff : nullptr),
+        bias(P::kNorm != 0 ? t.ptr<const T>(P::kH) + P::kHOff : nullptr),
+        r(P::kResidual ? t.ptr<const T>(P::kR) + P::kROff : nullptr),
+        out(t.ptr<T>(P::kO) + P::kOOff) {}
+};
+
+// Rows [m0, m0 + kBM) of a' into `smem` as the compute type, dense [kBM][kK]
+// (rows past kM are zero). Every thread of the block; ends with a barrier.
+template <class P>
+__device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch, int m0,
+                                          unsigned char* smem) {
+  using T = typename P::T;
+  using C = compute_type_t<T>;
+  static_assert(P::kBM * P::kK * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
+                "the tile's rows must fit the scratch");
+  C* const rows = reinterpret_cast<C*>(smem);
+  const T* const a =
+      p.a + static_cast<long long>(batch) * P::kASb + static_cast<long long>(m0) * P::kASm;
+  if constexpr (P::kNorm != 0) {
+    constexpr int kPerLane = (P::kK + 31) / 32;
+    const int lane = threadIdx.x & 31;
+    const T* const weight = p.weight;
+    const T* const bias = p.bias;
+    for (int m = threadIdx.x >> 5; m < P::kBM; m += kWarps) {
+      C* const dst = rows + m * P::kK;
+      if (m0 + m >= P::kM) {
+        for (int k = lane; k < P::kK; k += 32) dst[k] = C(0);
+        continue;
+      }
+      const T* const src = a + static_cast<long long>(m) * P::kASm;
+      C x[kPerLane], w[kPerLane], b[kPerLane];
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int k = lane + 32 * i;
+        const bool in = k < P::kK;
+        x[i] = in ? convert<C>(Load(src + k * P::kASk)) : C(0);
+        w[i] = in ? convert<C>(Load(weight + k * P::kGS)) : C(0);
+        b[i] = in ? convert<C>(Load(bias + k * P::kHS)) : C(0);
+      }
+      C sum = C(0);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) sum += x[i];
+      const C mean = WarpSum(sum) / static_cast<C>(P::kK);
+      C squares = C(0);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const C d = lane + 32 * i < P::kK ? x[i] - mean : C(0);
+        squares += d * d;
+      }
+      const C scale =
+          C(1) / sqrt(WarpSum(squares) / static_cast<C>(P::kK) + static_cast<C>(P::kEps));
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int k = lane + 32 * i;
+        if (k < P::kK) {
+          dst[k] = convert<C>(NormOutput<T>((x[i] - mean) * scale * w[i] + b[i], P::kNorm - 1));
+        }
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < P::kBM * P::kK; i += kThreads) {
+      const int m = i / P::kK;
+      const int k = i - m * P::kK;
+      rows[i] = m0 + m < P::kM
+                    ? convert<C>(Load(a + static_cast<long long>(m) * P::kASm + k * P::kASk))
+                    : C(0);
+    }
+  }
+  __syncthreads();
+}
+
+// The bias c at (batch, row, n).
+template <class P>
+__device__ __forceinline__ compute_type_t<typename P::T> BiasAt(const MatmulPointers<P>& p,
+                                                                int batch, int row, int n) {
+  return convert<compute_type_t<typename P::T>>(Load(p.c + static_cast<long long>(batch) * P::kCSb +
+                                                     static_cast<long long>(row) * P::kCSm +
+                                                     static_cast<long long>(n) * P::kCSn));
+}
+
+// Output (batch, row, n) from its accumulated product and its bias (read
+// by the caller; ignored without kBias).
+template <class P>
+__device__ __forceinline__ void StoreProduct(const MatmulPointers<P>& p, int batch, int row, int n,
+                                             compute_type_t<typename P::T> acc,
+                                             compute_type_t<typename P::T> bias) {
+  using T = typename P::T;
+  using C = compute_type_t<T>;
+  C v = static_cast<C>(P::kAlpha) * acc;
+  if constexpr (P::kBias) v = static_cast<C>(P::kBeta) * bias + v;
+  T result;
+  if constexpr (P::kAct != 0 || P::kResidual) {
+    // As the activation's and the add's tasks would read the product: in T.
+    C y = convert<C>(NormOutput<T>(convert<C>(convert<T>(v)), P::kAct));
+    if constexpr (P::kResidual) {
+      y += convert<C>(Load(p.r + static_cast<long long>(batch) * P::kRSb +
+                           static_cast<long long>(row) * P::kRSm +
+                           static_cast<long long>(n) * P::kRSn));
+    }
+    result = convert<T>(y);
+  } else {
+    result = convert<T>(v);
+  }
+  p.out[static_cast<long long>(batch) * P::kOSb + static_cast<long long>(row) * P::kOSm +
+        static_cast<long long>(n) * P::kOSn] = result;
+}
+
+template <class P, class Wait>
+__device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batch, int m0, int n0,
+                                            unsigned char* smem, const Wait& wait) {
+  using T = typename P::T;
+  using C = compute_type_t<T>;
+  constexpr int kVec = P::kVec;
+  constexpr int kColumnsPerWarp = P::kBN / kWarps;
+  constexpr int kChunks = P::kK / kVec;
+  constexpr int kChunksPerLane = (kChunks + 31) / 32;
+  static_assert(P::kBN % kWarps == 0 && P::kK % kVec == 0, "kKFast tile shape");
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const T* const b = p.b + static_cast<long long>(batch) * P::kBSb;
+  C bv[kColumnsPerWarp][kChunksPerLane][kVec];
+  const auto load_b = [&]() {
+#pragma unroll
+    for (int j = 0; j < kColumnsPerWarp; ++j) {
+      const int n = n0 + warp + kWarps * j;
+#pragma unroll
+      for (int c = 0; c < kChunksPerLane; ++c) {
+        const int chunk = lane + 32 * c;
+        const bool in = n < P::kN && chunk < kChunks;
+        LoadAlongK<T, kVec>(b + (in ? static_cast<long long>(n) * P::kBSn +
+                                          static_cast<long long>(chunk) * kVec * P::kBSk
+                                    : 0),
+                            P::kBSk, in, bv[j][c]);
+      }
+    }
+  };
+  // The bias of the outputs this warp stores, with b when the program does
+  // not write it (a Linear layer's bias): no round trip in the store.
+  constexpr bool kBiasEarly = P::kBias && P::kBiasReady && P::kBM * kColumnsPerWarp <= 16;
+  C bias[kBiasEarly ? P::kBM : 1][kBiasEarly ? kColumnsPerWarp : 1];
+  if constexpr (kBiasEarly) {
+#pragma unroll
+    for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+      for (int j = 0; j < kColumnsPerWarp; ++j) {
+        const int n = n0 + warp + kWarps * j;
+        bias[m][j] = m0 + m < P::kM && n < P::kN ? BiasAt(p, batch, m0 + m, n) : C(0);
+      }
+    }
+  }
+  if constexpr (P::kPrefetchB) load_b();
+  wait();
+  StageRows<P>(p, batch, m0, smem);
+  if constexpr (!P::kPrefetchB) load_b();
+  const C* const rows = reinterpret_cast<const C*>(smem);
+  C acc[P::kBM][kColumnsPerWarp];
+#pragma unroll
+  for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+    for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = C(0);
+  }
+#pragma unroll
+  for (int c = 0; c < kChunksPerLane; ++c) {
+    const int chunk = lane + 32 * c;
+    if (chunk >= kChunks) continue;
+#pragma unroll
+    for (int m = 0; m < P::kBM; ++m) {
+      C av[kVec];
+      if constexpr (kVec == 4) {
+        const float4 a4 = *reinterpret_cast<const float4*>(rows + m * P::kK + chunk * 4);
+        av[0] = a4.x;
+        av[1] = a4.y;
+        av[2] = a4.z;
+        av[3] = a4.w;
+      } else {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) av[v] = rows[m * P::kK + chunk * kVec + v];
+      }
+#pragma unroll
+      for (int j = 0; j < kColumnsPerWarp; ++j) {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) acc[m][j] += av[v] * bv[j][c][v];
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+    for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
+  }
+#pragma unroll
+  for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+    for (int j = 0; j < kColumnsPerWarp; ++j) {
+      const int row = m0 + m;
+      const int n = n0 + warp + kWarps * j;
+      if (lane == ((m * kColumnsPerWarp + j) & 31) && row < P::kM && n < P::kN) {
+        C b_value = C(0);
+        if constexpr (kBiasEarly) {
+          b_value = bias[m][j];
+        } else if constexpr (P::kBias) {
+          b_value = BiasAt(p, batch, row, n);
+        }
+        StoreProduct<P>(p, batch, row, n, acc[m][j], b_value);
+      }
+    }
+  }
+}
+
+template <class P, class Wait>
+__device__ __forceinline__ void MatmulColumns(const MatmulPointers<P>& p, int batch, int m0, int n0,
+                                              unsigned char* smem, const Wait& wait) {
+  using T = typename P::T;
+  using C = compute_type_t<T>;
+  constexpr int kGroups = kThreads / P::kBN;
+  constexpr int kKG = P::kKG;
+  constexpr int kRowGroups = kGroups / kKG;
+  constexpr int kRowsPerThread = (P::kBM + kRowGroups - 1) / kRowGroups;
+  constexpr int kKPerThread = (P::kK + kKG - 1) / kKG;
+  constexpr int kVec = P::kVec;
+  constexpr int kSteps = kKPerThread / kVec;
+  static_assert(kThreads % P::kBN == 0 && kGroups % kKG == 0, "columns tile shape");
+  static_assert(kKPerThread % kVec == 0, "K per thread must be whole vectors");
+  static_assert(kKG == 1 || kRowsPerThread * kThreads * static_cast<long long>(sizeof(C)) <=
+                                kWorkerScratchBytes,
+                "the partial sums must fit the scratch");
+  const int column = threadIdx.x % P::kBN;
+  const int group = threadIdx.x / P::kBN;
+  const int row_group = group / kKG;
+  const int k_group = group - row_group * kKG;
+  const int n = n0 + column;
+  const bool column_in = n < P::kN;
+  const int k0 = k_group * kKPerThread;
+  const T* const b = p.b + static_cast<long long>(batch) * P::kBSb +
+                     (column_in ? static_cast<long long>(n) * P::kBSn : 0);
+  C bv[P::kPrefetchB ? kKPerThread : 1];
+  if constexpr (P::kPrefetchB) {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int k = k0 + s * kVec;
+      const bool in = column_in && k < P::kK;
+      C part[kVec];
+      LoadAlongK<T, kVec>(b + (in ? static_cast<long long>(k) * P::kBSk : 0), P::kBSk, in, part);
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) bv[s * kVec + v] = part[v];
+    }
+  }
+  wait();
+  StageRows<P>(p, batch, m0, smem);
+  const C* const rows = reinterpret_cast<const C*>(smem);
+  C acc[kRowsPerThread];
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r) acc[r] = C(0);
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    C bk[kVec];
+    if constexpr (P::kPrefetchB) {
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) bk[v] = bv[s * kVec + v];
+    } else {
+      const int k = k0 + s * kVec;
+      const bool in = column_in && k < P::kK;
+      LoadAlongK<T, kVec>(b + (in ? static_cast<long long>(k) * P::kBSk : 0), P::kBSk, in, bk);
+    }
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int k = k0 + s * kVec + v;
+      if (k >= P::kK) continue;
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const int m = row_group * kRowsPerThread + r;
+        if (m < P::kBM) acc[r] += rows[m * P::kK + k] * bk[v];
+      }
+    }
+  }
+  if constexpr (kKG > 1) {
+    __syncthreads();  // every thread is done with the rows: the scratch holds partial sums now
+    C* const partial = reinterpret_cast<C*>(smem);
+#pragma unroll
+    for (int r = 0; r < kRowsPerThread; ++r) {
+      partial[((k_group * kRowGroups + row_group) * kRowsPerThread + r) * P::kBN + column] = acc[r];
+    }
+    __syncthreads();
+    if (k_group == 0) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+#pragma unroll
+        for (int g = 1; g < kKG; ++g) {
+          acc[r] += partial[((g * kRowGroups + row_group) * kRowsPerThread + r) * P::kBN + column];
+        }
+      }
+    }
+  }
+  if (k_group != 0 || !column_in) return;
+#pragma unroll
+  for (int r = 0; r < kRowsPerThread; ++r) {
+    const int m = row_group * kRowsPerThread + r;
+    if (m < P::kBM && m0 + m < P::kM) {
+      StoreProduct<P>(p, batch, m0 + m, n, acc[r], P::kBias ? BiasAt(p, batch, m0 + m, n) : C(0));
+    }
+  }
+}
+
+// Tile `tile` of a matrix-product stage with parameters P (see the file
+// comment); `wait()` waits for the stage's inputs. Every thread of the block.
+template <class P, class Wait>
+__device__ __forceinline__ void Matmul(const Tile& t, int tile, unsigned char* smem,
+                                       const Wait& wait) {
+  constexpr int kMTiles = (P::kM + P::kBM - 1) / P::kBM;
+  constexpr int kNTiles = (P::kN + P::kBN - 1) / P::kBN;
+  const int batch = tile / (kMTiles * kNTiles);
+  const int rest = tile - batch * (kMTiles * kNTiles);
+  const int m0 = (rest / kNTiles) * P::kBM;
+  const int n0 = (rest % kNTiles) * P::kBN;
+  const MatmulPointers<P> p(t);
+  if constexpr (P::kKFast) {
+    MatmulKFast<P>(p, batch, m0, n0, smem, wait);
+  } else {
+    MatmulColumns<P>(p, batch, m0, n0, smem, wait);
+  }
+}
+
+}  // namespace stitch
+}  // namespace device
+}  // namespace gpuos

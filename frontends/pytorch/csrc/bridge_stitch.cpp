@@ -1,0 +1,113 @@
+#include "bridge_stitch.h"
+
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bridge_fusion.h"
+#include "gpuos/embedded_sets.h"
+#include "gpuos/environment.h"
+#include "gpuos/registry/pack_loader.h"
+
+namespace gpuos::torch_bridge {
+namespace {
+
+// Operators whose stitched stage code is written by hand after the
+// built-in packs' versions (elementwise stages compose the served code).
+bool HasHandWrittenStage(const std::string& name) {
+  static const char* const kNames[] = {"addmm",       "baddbmm",    "fused_addmm", "matmul",
+                                       "bmm",         "layer_norm", "rms_norm",    "softmax",
+                                       "log_softmax", "cat"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+// The built-in packs' operators by name (parsed once).
+const std::map<std::string, registry::OperatorSpec>& BuiltinOperators() {
+  static const auto* const ops = [] {
+    auto* map = new std::map<std::string, registry::OperatorSpec>();
+    for (const auto& file : builtin_packs::EmbeddedFiles()) {
+      auto pack = registry::ParsePack(file.contents, "builtin:" + std::string(file.name));
+      if (!pack.ok()) continue;  // the runtime refuses such a build anyway
+      for (auto& op : pack->operators) map->emplace(op.name, std::move(op));
+    }
+    return map;
+  }();
+  return *ops;
+}
+
+// Whether `served` is the built-in operator of its name (version and code).
+bool IsBuiltin(const registry::OperatorSpec& served) {
+  const auto& builtins = BuiltinOperators();
+  auto it = builtins.find(served.name);
+  return it != builtins.end() && it->second.version == served.version &&
+         it->second.body.code == served.body.code &&
+         it->second.device_code.code == served.device_code.code;
+}
+
+}  // namespace
+
+bool StitchingEnabled() {
+  const auto value = GetEnv("GPUOS_STITCH");
+  return !value || *value != "0";
+}
+
+Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec& spec) {
+  StitchAttempt attempt;
+  registry::StitchDesc desc;
+  desc.num_buffers = spec.num_buffers;
+  desc.worker_blocks = runtime.worker_blocks();
+  std::deque<registry::OperatorSpec> fused;  // stable addresses for desc's pointers
+  for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
+    const TaskSpec& task = spec.tasks[i];
+    const std::string where = "task " + std::to_string(i) + " (" + task.op + ")";
+    registry::StitchTask stitched;
+    stitched.dtype = task.dtype;
+    if (task.fused) {
+      auto op = FusedOperator(runtime, task);
+      if (!op.ok()) {
+        attempt.reason = where + ": " + op.status().message();
+        return attempt;
+      }
+      fused.push_back(std::move(*op));
+      stitched.op = &fused.back();
+    } else {
+      auto ref = runtime.Resolve(task.op, task.dtype, task.out_dtype);
+      if (!ref.ok() || ref->spec == nullptr) {
+        attempt.reason = where + ": not served (" + ref.status().message() + ")";
+        return attempt;
+      }
+      if (HasHandWrittenStage(task.op) && !IsBuiltin(*ref->spec)) {
+        attempt.reason = where + ": the runtime serves version " + ref->spec->version.ToString() +
+                         ", not the built-in one whose stage code stitching has";
+        return attempt;
+      }
+      stitched.op = ref->spec;
+      stitched.attributes = task.attributes;
+    }
+    for (const ViewSpec& view : task.tensors) {
+      stitched.tensors.push_back(
+          registry::StitchView{view.buffer, view.offset, view.dtype, view.sizes, view.strides});
+    }
+    desc.tasks.push_back(std::move(stitched));
+  }
+  auto program = registry::StitchProgram(desc);
+  if (!program.ok()) {
+    attempt.reason = program.status().message();
+    return attempt;
+  }
+  if (!runtime.Resolve(program->op.name, DType::kU8).ok()) {
+    runtime::LiveOperator live;
+    live.current = program->op;
+    GPUOS_RETURN_IF_ERROR(
+        runtime.Update({live}).status().WithContext("serving the stitched operator"));
+  }
+  attempt.program = std::move(*program);
+  return attempt;
+}
+
+}  // namespace gpuos::torch_bridge

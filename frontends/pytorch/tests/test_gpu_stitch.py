@@ -1,0 +1,149 @@
+"""On a GPU: stitched programs (docs/pytorch.md, "Stitched programs").
+
+The benchmark's workloads become one stitched task each and match eager and
+the unstitched programs (GPUOS_STITCH=0) on fresh inputs, many calls in a
+row (the stage counters are reset by each run); a buffer that is not 16-byte
+aligned runs the unstitched program instead; a program with an operator
+without stage code is not stitched and says why; a call that does not wait
+on the host (GPUOS_TORCH_HOST_WAIT_US=0) leaves the wait to PyTorch's
+stream. Skipped (with the reason) without a GPU."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+import gpuos
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+sys.path.insert(0, BENCH)
+
+import workloads  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_stats():
+    gpuos.reset_stats()
+
+
+@pytest.fixture
+def unstitched(monkeypatch):
+    """Compiles with stitching off (GPUOS_STITCH is read when a program is built)."""
+
+    def compile_unstitched(fn):
+        f = gpuos.compile(fn)
+
+        def call(*args):
+            with monkeypatch.context() as m:
+                m.setenv("GPUOS_STITCH", "0")
+                return f(*args)
+
+        return call
+
+    return compile_unstitched
+
+
+def _leaves(value):
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _close(got, want):
+    for have, expect in zip(_leaves(got), _leaves(want), strict=True):
+        assert have.shape == expect.shape and have.dtype == expect.dtype
+        torch.testing.assert_close(have, expect, rtol=1e-4, atol=1e-5)
+
+
+CASES = [c for c in workloads.cases() if c.workload != "chain100_64x64_f32"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name.replace(" ", "_") for c in CASES])
+def test_workload_is_one_stitched_task_matching_eager(gpu, unstitched, case):
+    module = workloads.build(case, gpu)
+    generator = torch.Generator().manual_seed(7)
+    f = gpuos.compile(module)
+    plain = unstitched(module)
+    with torch.no_grad():
+        for _ in range(3):  # new values each time: nothing is cached between calls
+            inputs = case.make_inputs(gpu, generator)
+            want = module(*inputs)
+            _close(f(*inputs), want)
+            _close(plain(*inputs), want)
+    s = gpuos.stats()
+    assert s["stitched_programs"] == 1, s["unstitched"]
+    assert s["compiled_calls"] == 6 and s["eager_calls"] == 0, s["fallback_reasons"]
+    assert s["tasks"] > 6  # the unstitched program's tasks, one stitched task per call
+
+
+def test_many_runs_in_a_row_reset_the_stage_counters(gpu):
+    module = workloads.build(CASES[0], gpu)  # mlp_microbatch batch 1
+    f = gpuos.compile(module)
+    x = torch.randn(1, 256, device=gpu)
+    with torch.no_grad():
+        want = module(x)
+        outputs = [f(x) for _ in range(300)]
+    for out in outputs[::37] + outputs[-1:]:
+        torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-5)
+    assert gpuos.stats()["stitched_programs"] == 1
+
+
+def test_unaligned_buffer_runs_the_unstitched_program(gpu):
+    def block(x, w):
+        return torch.nn.functional.gelu(x @ w) * 2.0
+
+    w = torch.randn(64, 32, device=gpu)
+    base = torch.randn(8 * 64 + 1, device=gpu)
+    aligned = base[:-1].view(8, 64)
+    f = gpuos.compile(block)
+    torch.testing.assert_close(f(aligned, w), block(aligned, w), rtol=1e-4, atol=1e-5)
+    shifted = base[1:].view(8, 64)  # 4 bytes past an aligned address: same layout
+    assert shifted.data_ptr() % 16 != 0
+    torch.testing.assert_close(f(shifted, w), block(shifted, w), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(f(aligned, w), block(aligned, w), rtol=1e-4, atol=1e-5)
+    s = gpuos.stats()
+    assert s["stitched_programs"] == 1 and s["traces"] == 1 and s["compiled_calls"] == 3
+
+
+def test_program_without_stage_code_says_why(gpu):
+    def half(x):
+        return torch.relu(x.half() * 2) + 1  # f16: stage code is f32 only
+
+    x = torch.randn(16, 16, device=gpu)
+    torch.testing.assert_close(gpuos.compile(half)(x), half(x))
+    s = gpuos.stats()
+    assert s["stitched_programs"] == 0
+    assert any("f32 only" in reason for reason in s["unstitched"]), s["unstitched"]
+
+
+def test_stream_orders_calls_that_do_not_wait_on_the_host(gpu):
+    """GPUOS_TORCH_HOST_WAIT_US=0: every call leaves the wait for its results
+    to PyTorch's stream; the next op on the stream still sees them."""
+    script = textwrap.dedent("""
+        import torch, gpuos
+        def mlp(x, w1, w2):
+            return torch.nn.functional.gelu(x @ w1) @ w2 + 1
+        x, w1, w2 = (torch.randn(n, 64, device="cuda") for n in (4, 64, 64))
+        f = gpuos.compile(mlp)
+        for _ in range(20):
+            y = f(x, w1, w2) * 2.0
+            torch.testing.assert_close(y, mlp(x, w1, w2) * 2.0, rtol=1e-4, atol=1e-5)
+        s = gpuos.stats()
+        assert s["compiled_calls"] == 20 and s["stitched_programs"] == 1, s
+        print("ok")
+    """)
+    env = dict(os.environ, GPUOS_TORCH_HOST_WAIT_US="0")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+
+
+def test_bad_host_wait_is_refused_by_name(gpu):
+    script = "import torch, gpuos\nf = gpuos.compile(lambda x: x * 2 + 1)\n" \
+             "f(torch.ones(4, device='cuda'))\n"
+    env = dict(os.environ, GPUOS_TORCH_HOST_WAIT_US="soon")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0 and "GPUOS_TORCH_HOST_WAIT_US" in done.stderr, done.stderr

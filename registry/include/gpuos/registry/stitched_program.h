@@ -1,0 +1,108 @@
+// Stitched programs: a whole task program compiled into one custom operator
+// whose one task runs every stage of the program on many blocks of the
+// persistent worker, with code specialized for the program's shapes and
+// strides and one counter per stage instead of a task per operator
+// (docs/stitching.md; the device side is gpuos/device/stitch.cuh).
+//
+// The operator's task takes a *table* of descriptors (runtime::TaskGraph::
+// AddTableTask): entry b is buffer b of the program (its address; dtype,
+// sizes and strides are ignored), and the last entry is the address of
+// `counter_bytes` of zeroed device memory the stages synchronize through.
+// The caller guarantees, at every run: each buffer's address is a multiple
+// of 16 bytes; runs of one stitched program do not overlap (start the next
+// after the previous finished); the counters are zero before the first run
+// and after a run that failed (a run that succeeds leaves them zero).
+//
+// Elementwise stages compose their operators' own code (their `body` and
+// `device_code`, through FuseElementwise), so a new version of `mul` gives a
+// new stitched operator. Matrix products, layer_norm / rms_norm and
+// softmax / log_softmax run stage code of the device headers
+// (stitch_matmul.cuh, stitch_rows.cuh) that computes what the standard
+// operators of those names compute: the caller must stitch only tasks whose
+// operator is the standard one (the PyTorch frontend checks the served
+// version against the built-in packs).
+//
+// Pure and deterministic: equal descriptions give byte-equal specs with
+// equal names. Thread safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gpuos/dtype.h"
+#include "gpuos/registry/operator_spec.h"
+#include "gpuos/status.h"
+
+namespace gpuos::registry {
+
+// Names of stitched operators start with this, followed by 16 hex digits.
+inline constexpr std::string_view kStitchedOperatorPrefix = "stitched_";
+// Buffers a stitched program may have (the table has one more entry).
+inline constexpr std::uint32_t kMaxStitchedBuffers = 255;
+
+// A strided view of a buffer: element `offset` of the buffer is the view's
+// element (0, ..., 0). Sizes and strides in elements.
+struct StitchView {
+  std::uint32_t buffer = 0;
+  long long offset = 0;
+  DType dtype = DType::kF32;
+  std::vector<long long> sizes;
+  std::vector<long long> strides;
+};
+
+struct StitchTask {
+  // The operator the task runs, as the runtime serves it (not owned; must
+  // outlive the StitchProgram call). Elementwise operators (a fused one
+  // too), and by name: addmm, baddbmm, fused_addmm, matmul, bmm, layer_norm,
+  // rms_norm, softmax, log_softmax, cat.
+  const OperatorSpec* op = nullptr;
+  DType dtype = DType::kF32;
+  std::vector<StitchView> tensors;  // inputs, then outputs, as `op` declares them
+  // Attribute name -> value as canonical text; a missing one takes its default.
+  std::vector<std::pair<std::string, std::string>> attributes;
+};
+
+struct StitchDesc {
+  std::uint32_t num_buffers = 0;
+  std::vector<StitchTask> tasks;  // in an order that respects their dependencies
+  // Blocks of the worker the tiles spread over (tiles per stage are chosen
+  // for it; any number of blocks runs the result correctly).
+  unsigned int worker_blocks = 132;
+};
+
+// One stage of the result (diagnostics and tests).
+struct StitchStage {
+  std::string kind;  // "matmul", "rows", "elementwise"
+  std::string op;    // the task's operator
+  std::uint32_t task = 0;
+  std::uint32_t first_tile = 0;
+  std::uint32_t tiles = 0;
+  std::vector<std::uint32_t> waits;  // stages it waits for (a transitive reduction)
+};
+
+struct StitchedProgram {
+  // kind custom, dtypes [u8], one output `table`, no attributes: add its
+  // task with TaskGraph::AddTableTask, `tiles` work items in `tiles` tiles.
+  OperatorSpec op;
+  std::uint32_t tiles = 0;
+  std::uint32_t table_entries = 0;  // num_buffers + 1
+  std::size_t counter_bytes = 0;
+  std::vector<StitchStage> stages;
+};
+
+// The stitched operator of `desc`. Errors: FailedPrecondition naming the
+// task, its operator and why it cannot be stitched (an operator or dtype
+// without stage code: every tensor must be f32; shapes the stage code does
+// not take: rows longer than 1024, matrix products of rank other than 2
+// and 3, an elementwise task that broadcasts its output, ...), and when
+// the program needs more tiles or buffers than a task holds;
+// InvalidArgument for a malformed description (a null operator, a tensor
+// count that differs from the operator's, a buffer out of range, a view
+// with a negative size).
+Expected<StitchedProgram> StitchProgram(const StitchDesc& desc);
+
+}  // namespace gpuos::registry

@@ -1,0 +1,117 @@
+// Stages of a stitched program between planning (stitch_plan.cpp: tasks ->
+// stages with shapes, tiles and waits) and code generation
+// (stitch_codegen.cpp: stages -> CUDA C++). Internal to gpuos::jit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuos/dtype.h"
+#include "gpuos/registry/operator_spec.h"
+#include "gpuos/registry/stitched_program.h"
+#include "gpuos/status.h"
+
+namespace gpuos::registry::jit {
+
+// A tensor of a matrix product seen as [batch, rows, columns]: element
+// (i, j, k) is at offset + i * s0 + j * s1 + k * s2 of its buffer.
+struct Strided3 {
+  std::uint32_t buffer = 0;
+  long long offset = 0;
+  long long s0 = 0, s1 = 0, s2 = 0;
+};
+
+// A per-column vector (layer_norm's weight and bias).
+struct Strided1 {
+  std::uint32_t buffer = 0;
+  long long offset = 0;
+  long long stride = 0;
+};
+
+struct MatmulStage {
+  long long batch = 1, m = 0, n = 0, k = 0;
+  Strided3 a;  // [batch, m, k]
+  Strided3 b;  // [batch, k, n]
+  bool bias = false;
+  Strided3 c;  // [batch, m, n], 0 strides where it broadcasts
+  double alpha = 1.0, beta = 0.0;
+  int norm = 0;  // 0, or 1 + the prologue's activation
+  double eps = 1e-5;
+  Strided1 norm_weight, norm_bias;
+  int activation = 0;
+  bool residual = false;
+  Strided3 r;  // [batch, m, n]
+  Strided3 out;
+  // Tiling (stitch_matmul.cuh).
+  bool k_fast = false;
+  int vec = 1;
+  int bm = 1, bn = 8, kg = 1;
+  bool prefetch_b = false;
+  bool bias_ready = false;  // no stage writes c
+};
+
+// A view of rows: the last dimension is the row.
+struct RowView {
+  std::uint32_t buffer = 0;
+  long long offset = 0;
+  std::vector<long long> lead_sizes;  // dimensions before the row
+  std::vector<long long> lead_strides;
+  long long element_stride = 1;  // along the row
+};
+
+struct RowsStage {
+  int kind = 0;  // stitch::RowKind: 0 layer_norm, 1 rms_norm, 2 softmax, 3 log_softmax
+  long long rows = 0, length = 0;
+  int rows_per_tile = 8;
+  RowView in, out;
+  Strided1 weight, bias;
+  double eps = 1e-5;
+  int activation = 0;
+  bool parameters_ready = false;  // no stage writes weight or bias
+};
+
+// An elementwise stage over out's shape: every tensor's strides over out's
+// dimensions (0 where it broadcasts).
+struct ElementwiseView {
+  std::uint32_t buffer = 0;
+  long long offset = 0;
+  std::vector<long long> strides;  // one per dimension of `sizes`
+};
+struct ElementwiseStage {
+  OperatorSpec spec;  // a fused elementwise spec: inputs in0.., output out, no attributes
+  std::vector<long long> sizes;
+  std::vector<ElementwiseView> inputs;
+  ElementwiseView out;
+  long long numel = 0;
+  int per_thread = 1;  // elements per thread per tile
+};
+
+struct Stage {
+  enum class Kind { kMatmul, kRows, kElementwise };
+  Kind kind = Kind::kMatmul;
+  std::string op;
+  std::uint32_t task = 0;
+  DType dtype = DType::kF32;
+  MatmulStage matmul;
+  RowsStage rows;
+  ElementwiseStage elementwise;
+  std::uint32_t tiles = 1;
+  std::uint32_t first_tile = 0;
+  std::vector<std::uint32_t> waits;
+};
+
+// The stitched operator's device_code and body for `stages` (tiles and
+// waits set); `virtual_file` names the code in its #line directives.
+struct StitchCode {
+  std::string device_code;
+  int device_code_lines = 0;
+  std::string body;
+};
+StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t table_entries,
+                              std::uint32_t total_tiles, const std::string& virtual_file);
+
+// `value` as a C++ double literal that reads back exactly.
+std::string DoubleLiteral(double value);
+
+}  // namespace gpuos::registry::jit

@@ -1,0 +1,688 @@
+// StitchProgram: tasks -> stages (shapes as [batch, rows, columns] products,
+// rows, elementwise views), tiles per stage, the waits between stages from
+// the byte ranges the stages read and write, then the operator spec
+// (stitch_codegen.cpp writes its code).
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpuos/content_hash.h"
+#include "gpuos/registry/codegen.h"
+#include "gpuos/registry/fused_elementwise.h"
+#include "gpuos/registry/stitched_program.h"
+#include "stitch_internal.h"
+
+namespace gpuos::registry {
+namespace {
+
+using jit::ElementwiseStage;
+using jit::ElementwiseView;
+using jit::MatmulStage;
+using jit::RowsStage;
+using jit::RowView;
+using jit::Stage;
+using jit::Strided1;
+using jit::Strided3;
+
+constexpr std::string_view kHashFormat = "gpuos stitched program 1";
+constexpr std::string_view kVirtualFilePrefix = "stitched:";
+constexpr int kThreads = 256;
+constexpr long long kScratchBytes = 8192;  // device::kWorkerScratchBytes
+constexpr long long kMaxRowLength = 1024;  // 32 values a lane in registers
+constexpr long long kFewRows = 8;          // rows a kKFast tile holds
+constexpr std::uint32_t kMaxTiles = 65535;
+constexpr long long kCounterStrideBytes = 128;
+
+// Where a task's problem is reported: "task 3 (cat)".
+std::string Where(std::size_t index, const StitchTask& task) {
+  return "task " + std::to_string(index) + " (" + (task.op ? task.op->name : "?") + ")";
+}
+
+Status Refuse(const std::string& where, const std::string& why) {
+  return FailedPrecondition(where + ": cannot be stitched: " + why);
+}
+
+// The text of attribute `name`: given, else the operator's default.
+Expected<std::string> AttributeText(const StitchTask& task, const std::string& name,
+                                    const std::string& where) {
+  for (const auto& [key, value] : task.attributes) {
+    if (key == name) return value;
+  }
+  for (const AttributeParam& a : task.op->attributes) {
+    if (a.name == name && a.default_value) return *a.default_value;
+  }
+  return InvalidArgument(where + ": attribute '" + name + "' is missing and has no default");
+}
+
+Expected<double> AttributeDouble(const StitchTask& task, const std::string& name,
+                                 const std::string& where) {
+  GPUOS_ASSIGN_OR_RETURN(const std::string text, AttributeText(task, name, where));
+  double value = 0;
+  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
+  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgument(where + ": attribute '" + name + "' = '" + text + "' is not a number");
+  }
+  return value;
+}
+
+Expected<long long> AttributeInt(const StitchTask& task, const std::string& name,
+                                 const std::string& where) {
+  GPUOS_ASSIGN_OR_RETURN(const std::string text, AttributeText(task, name, where));
+  if (text == "true") return 1;
+  if (text == "false") return 0;
+  long long value = 0;
+  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
+  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgument(where + ": attribute '" + name + "' = '" + text + "' is not an integer");
+  }
+  return value;
+}
+
+long long Numel(const std::vector<long long>& sizes) {
+  long long n = 1;
+  for (long long s : sizes) n *= s;
+  return n;
+}
+
+// A product operand [batch, rows, columns] from a rank-2 or rank-3 view
+// (rank 2: one batch item, batch stride 0); a batch size of 1 broadcasts.
+Strided3 ProductOperand(const StitchView& v) {
+  Strided3 s;
+  s.buffer = v.buffer;
+  s.offset = v.offset;
+  const std::size_t r = v.sizes.size();
+  s.s1 = v.strides[r - 2];
+  s.s2 = v.strides[r - 1];
+  s.s0 = r == 3 && v.sizes[0] != 1 ? v.strides[0] : 0;
+  return s;
+}
+
+class Planner {
+ public:
+  explicit Planner(const StitchDesc& desc) : desc_(desc) {}
+
+  Expected<std::vector<Stage>> Run() {
+    if (desc_.num_buffers == 0 || desc_.num_buffers > kMaxStitchedBuffers) {
+      return FailedPrecondition("a stitched program has 1 to " +
+                                std::to_string(kMaxStitchedBuffers) + " buffers; this one has " +
+                                std::to_string(desc_.num_buffers));
+    }
+    if (desc_.tasks.empty()) return FailedPrecondition("the program has no tasks to stitch");
+    for (std::size_t i = 0; i < desc_.tasks.size(); ++i) {
+      GPUOS_RETURN_IF_ERROR(AddTask(i));
+    }
+    // Buffers some stage writes: a product whose b is not one of them may
+    // load b before it waits.
+    std::vector<bool> written(desc_.num_buffers, false);
+    for (const Access& access : accesses_) {
+      for (const Range& w : access.writes) written[w.buffer] = true;
+    }
+    std::uint32_t next_tile = 0;
+    for (std::size_t s = 0; s < stages_.size(); ++s) {
+      Stage& stage = stages_[s];
+      if (stage.kind == Stage::Kind::kMatmul) {
+        MatmulStage& mm = stage.matmul;
+        const long long k_per_thread = (mm.k + mm.kg - 1) / mm.kg;
+        mm.prefetch_b = !written[mm.b.buffer] && (mm.k_fast || k_per_thread <= 64);
+        mm.bias_ready = mm.bias && !written[mm.c.buffer];
+      } else if (stage.kind == Stage::Kind::kRows) {
+        RowsStage& rows = stage.rows;
+        rows.parameters_ready = rows.kind > 1 || (!written[rows.weight.buffer] &&
+                                                  (rows.kind != 0 || !written[rows.bias.buffer]));
+      }
+      stage.first_tile = next_tile;
+      if (kMaxTiles - next_tile < stage.tiles) {
+        return FailedPrecondition("the stitched program needs more than " +
+                                  std::to_string(kMaxTiles) + " tiles (task " +
+                                  std::to_string(stage.task) + " reaches it)");
+      }
+      next_tile += stage.tiles;
+      stage.waits = Waits(s);
+    }
+    return std::move(stages_);
+  }
+
+ private:
+  // Bytes [begin, end) of a buffer that a view may touch, and the view.
+  struct Range {
+    std::uint32_t buffer = 0;
+    long long begin = 0, end = 0;
+    StitchView view;
+  };
+  struct Access {
+    std::vector<Range> reads, writes;
+  };
+
+  static Range RangeOf(const StitchView& v) {
+    const long long item = static_cast<long long>(DTypeSize(v.dtype));
+    long long low = v.offset, high = v.offset;
+    for (std::size_t d = 0; d < v.sizes.size(); ++d) {
+      const long long span = (v.sizes[d] - 1) * v.strides[d];
+      (span < 0 ? low : high) += span;
+    }
+    return Range{v.buffer, low * item, (high + 1) * item, v};
+  }
+
+  // Whether two views with the same strides (a layout whose strides each
+  // exceed the span of the smaller ones, as slices of one tensor have) are
+  // disjoint: b's offset is a's moved by whole indices, and along some
+  // dimension their index ranges do not meet (the two parts of a cat).
+  static bool ProvenDisjoint(const StitchView& a, const StitchView& b) {
+    if (a.strides != b.strides || a.dtype != b.dtype || a.sizes.size() != b.sizes.size()) {
+      return false;
+    }
+    std::vector<std::size_t> dims;
+    for (std::size_t d = 0; d < a.strides.size(); ++d) {
+      if (a.strides[d] <= 0) return false;
+      dims.push_back(d);
+    }
+    std::sort(dims.begin(), dims.end(),
+              [&](std::size_t x, std::size_t y) { return a.strides[x] > a.strides[y]; });
+    long long inner = 1;  // each stride must exceed the extent of the smaller ones
+    for (std::size_t i = dims.size(); i-- > 0;) {
+      const std::size_t d = dims[i];
+      if (a.strides[d] < inner) return false;
+      inner = a.strides[d] * std::max(a.sizes[d], b.sizes[d]);
+    }
+    long long delta = b.offset - a.offset;
+    std::vector<long long> shift(a.sizes.size(), 0);
+    for (std::size_t d : dims) {
+      long long q = delta / a.strides[d];
+      if (delta - q * a.strides[d] < 0) --q;  // floor
+      shift[d] = q;
+      delta -= q * a.strides[d];
+    }
+    if (delta != 0) return false;
+    for (std::size_t d = 0; d < a.sizes.size(); ++d) {
+      if (shift[d] >= a.sizes[d] || shift[d] + b.sizes[d] <= 0) return true;
+    }
+    return false;
+  }
+
+  static bool Overlap(const std::vector<Range>& x, const std::vector<Range>& y) {
+    for (const Range& a : x) {
+      for (const Range& b : y) {
+        if (a.buffer == b.buffer && a.begin < b.end && b.begin < a.end &&
+            !ProvenDisjoint(a.view, b.view)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  // The stages `s` must wait for: every earlier stage whose accesses
+  // conflict with its own (read after write, write after read or write),
+  // less those another one it waits for already waited for.
+  std::vector<std::uint32_t> Waits(std::size_t s) {
+    std::vector<bool> before(s, false);  // transitively waited for
+    std::vector<std::uint32_t> waits;
+    for (std::size_t p = s; p-- > 0;) {
+      const bool conflict = Overlap(accesses_[p].writes, accesses_[s].reads) ||
+                            Overlap(accesses_[p].reads, accesses_[s].writes) ||
+                            Overlap(accesses_[p].writes, accesses_[s].writes);
+      if (!conflict || before[p]) continue;
+      waits.push_back(static_cast<std::uint32_t>(p));
+      before[p] = true;
+      for (std::size_t q = 0; q < p; ++q) {
+        if (closure_[p][q]) before[q] = true;
+      }
+    }
+    closure_.emplace_back(s + 1, false);
+    for (std::size_t q = 0; q < s; ++q) closure_[s][q] = before[q];
+    std::reverse(waits.begin(), waits.end());
+    return waits;
+  }
+
+  Status CheckTask(std::size_t index) {
+    const StitchTask& task = desc_.tasks[index];
+    const std::string where = Where(index, task);
+    if (task.op == nullptr)
+      return InvalidArgument(where + ": no operator (StitchTask::op is null)");
+    const std::size_t arity = task.op->inputs.size() + task.op->outputs.size();
+    if (task.tensors.size() != arity) {
+      return InvalidArgument(where + ": " + std::to_string(task.tensors.size()) +
+                             " tensors; the operator takes " + std::to_string(arity));
+    }
+    for (std::size_t k = 0; k < task.tensors.size(); ++k) {
+      const StitchView& v = task.tensors[k];
+      const std::string which = where + ", tensor " + std::to_string(k);
+      if (v.buffer >= desc_.num_buffers) {
+        return InvalidArgument(which + ": buffer " + std::to_string(v.buffer) +
+                               " is not below num_buffers (" + std::to_string(desc_.num_buffers) +
+                               ")");
+      }
+      if (v.sizes.size() != v.strides.size()) {
+        return InvalidArgument(which + ": sizes and strides differ in length");
+      }
+      for (long long size : v.sizes) {
+        if (size < 0) return InvalidArgument(which + ": negative size");
+        if (size == 0) return Refuse(where, "tensor " + std::to_string(k) + " is empty");
+      }
+      if (v.dtype != DType::kF32) {
+        return Refuse(where, std::string("tensor ") + std::to_string(k) + " is " +
+                                 DTypeName(v.dtype) + "; stage code is written for f32 only");
+      }
+    }
+    if (task.dtype != DType::kF32) {
+      return Refuse(where, std::string("dtype ") + DTypeName(task.dtype) +
+                               "; stage code is written for f32 only");
+    }
+    return Status::Ok();
+  }
+
+  Status AddTask(std::size_t index) {
+    GPUOS_RETURN_IF_ERROR(CheckTask(index));
+    const StitchTask& task = desc_.tasks[index];
+    const std::string& name = task.op->name;
+    if (name == "addmm" || name == "baddbmm" || name == "fused_addmm" || name == "matmul" ||
+        name == "bmm") {
+      return AddMatmul(index);
+    }
+    if (name == "layer_norm" || name == "rms_norm" || name == "softmax" || name == "log_softmax") {
+      return AddRows(index);
+    }
+    if (name == "cat") return AddCat(index);
+    if (task.op->kind == OperatorKind::kElementwise) return AddElementwise(index);
+    return Refuse(Where(index, task),
+                  "no stage code for this operator (stitched: elementwise operators, addmm, "
+                  "baddbmm, fused_addmm, matmul, bmm, layer_norm, rms_norm, softmax, "
+                  "log_softmax, cat)");
+  }
+
+  void Push(Stage stage, Access access) {
+    stages_.push_back(std::move(stage));
+    accesses_.push_back(std::move(access));
+  }
+
+  Status AddMatmul(std::size_t index) {
+    const StitchTask& task = desc_.tasks[index];
+    const std::string where = Where(index, task);
+    const std::string& name = task.op->name;
+    const bool fused = name == "fused_addmm";
+    const bool with_bias = name == "addmm" || name == "baddbmm" || fused;
+    const std::vector<StitchView>& t = task.tensors;
+    const StitchView& a = t[0];
+    const StitchView& b = t[1];
+    const StitchView& out = t.back();
+    const std::size_t rank = out.sizes.size();
+    if ((rank != 2 && rank != 3) || a.sizes.size() != rank || b.sizes.size() != rank) {
+      return Refuse(where, "matrix products of rank 2 or 3 only");
+    }
+    MatmulStage mm;
+    mm.batch = rank == 3 ? out.sizes[0] : 1;
+    mm.m = out.sizes[rank - 2];
+    mm.n = out.sizes[rank - 1];
+    mm.k = a.sizes[rank - 1];
+    const bool batch_ok = rank == 2 || ((a.sizes[0] == mm.batch || a.sizes[0] == 1) &&
+                                        (b.sizes[0] == mm.batch || b.sizes[0] == 1));
+    if (!batch_ok || a.sizes[rank - 2] != mm.m || b.sizes[rank - 2] != mm.k ||
+        b.sizes[rank - 1] != mm.n) {
+      return Refuse(where, "operand shapes do not form a product");
+    }
+    mm.a = ProductOperand(a);
+    mm.b = ProductOperand(b);
+    mm.out = ProductOperand(out);
+    Access access;
+    access.reads = {RangeOf(a), RangeOf(b)};
+    access.writes = {RangeOf(out)};
+    if (with_bias) {
+      GPUOS_ASSIGN_OR_RETURN(mm.alpha, AttributeDouble(task, "alpha", where));
+      GPUOS_ASSIGN_OR_RETURN(mm.beta, AttributeDouble(task, "beta", where));
+      mm.bias = mm.beta != 0.0;
+      if (mm.bias) {
+        const StitchView& c = t[2];
+        const std::size_t c_rank = c.sizes.size();
+        if (c_rank > rank) return Refuse(where, "the bias has a higher rank than the output");
+        const long long out_sizes[3] = {mm.batch, mm.m, mm.n};
+        long long strides[3] = {0, 0, 0};
+        for (std::size_t d = 0; d < c_rank; ++d) {
+          const std::size_t axis = 3 - c_rank + d;
+          if (c.sizes[d] != out_sizes[axis] && c.sizes[d] != 1) {
+            return Refuse(where, "the bias does not broadcast to the output");
+          }
+          strides[axis] = c.sizes[d] == 1 ? 0 : c.strides[d];
+        }
+        mm.c = Strided3{c.buffer, c.offset, strides[0], strides[1], strides[2]};
+        access.reads.push_back(RangeOf(c));
+      }
+    }
+    if (fused) {
+      GPUOS_ASSIGN_OR_RETURN(const long long norm, AttributeInt(task, "norm", where));
+      GPUOS_ASSIGN_OR_RETURN(mm.eps, AttributeDouble(task, "eps", where));
+      GPUOS_ASSIGN_OR_RETURN(const long long activation, AttributeInt(task, "activation", where));
+      GPUOS_ASSIGN_OR_RETURN(const long long residual, AttributeInt(task, "add_residual", where));
+      if (norm < 0 || norm > 4 || activation < 0 || activation > 3 || residual < 0 ||
+          residual > 1) {
+        return Refuse(where,
+                      "an attribute is out of range (norm 0-4, activation 0-3, "
+                      "add_residual 0-1)");
+      }
+      mm.norm = static_cast<int>(norm);
+      mm.activation = static_cast<int>(activation);
+      mm.residual = residual == 1;
+      if (mm.norm != 0) {
+        for (int k = 3; k <= 4; ++k) {
+          if (t[k].sizes.size() != 1 || t[k].sizes[0] != mm.k) {
+            return Refuse(where, "the norm's weight and bias must be 1-D of K");
+          }
+          access.reads.push_back(RangeOf(t[k]));
+        }
+        mm.norm_weight = Strided1{t[3].buffer, t[3].offset, t[3].strides[0]};
+        mm.norm_bias = Strided1{t[4].buffer, t[4].offset, t[4].strides[0]};
+      }
+      if (mm.residual) {
+        if (t[5].sizes != out.sizes) return Refuse(where, "the residual must have out's sizes");
+        mm.r = ProductOperand(t[5]);
+        access.reads.push_back(RangeOf(t[5]));
+      }
+    }
+    GPUOS_RETURN_IF_ERROR(TileMatmul(where, mm));
+    Stage stage;
+    stage.kind = Stage::Kind::kMatmul;
+    stage.op = name;
+    stage.task = static_cast<std::uint32_t>(index);
+    stage.tiles = static_cast<std::uint32_t>(mm.batch * ((mm.m + mm.bm - 1) / mm.bm) *
+                                             ((mm.n + mm.bn - 1) / mm.bn));
+    stage.matmul = mm;
+    Push(std::move(stage), std::move(access));
+    return Status::Ok();
+  }
+
+  // Tile shapes of a product (stitch_matmul.cuh). Prefers more, smaller
+  // tiles up to about half the worker's blocks: each tile is then about one
+  // round trip of loads.
+  Status TileMatmul(const std::string& where, MatmulStage& mm) const {
+    const long long half_blocks = std::max(8u, desc_.worker_blocks / 2);
+    const long long row_bytes = mm.k * 4;
+    if (row_bytes > kScratchBytes) {
+      return Refuse(where, "K = " + std::to_string(mm.k) +
+                               " is above the 2048 values a tile's "
+                               "row holds in shared memory");
+    }
+    const long long rows_fit = kScratchBytes / row_bytes;
+    mm.k_fast = mm.m <= kFewRows && mm.b.s1 == 1;
+    if (mm.k_fast) {
+      mm.bm = static_cast<int>(std::min(mm.m, rows_fit));
+      const bool aligned =
+          mm.k % 4 == 0 && mm.b.offset % 4 == 0 && mm.b.s0 % 4 == 0 && mm.b.s2 % 4 == 0;
+      mm.vec = aligned ? 4 : 1;
+      // The lane's values of b: (bn / 8) columns x K / 32; at most 64.
+      const long long max_bn = std::max(8ll, 16384 / mm.k / 8 * 8);
+      const long long m_tiles = (mm.m + mm.bm - 1) / mm.bm;
+      mm.bn = 8;
+      while (mm.bn * 2 <= max_bn && mm.bn < 64 &&
+             mm.batch * m_tiles * ((mm.n + mm.bn - 1) / mm.bn) > half_blocks) {
+        mm.bn *= 2;
+      }
+      return Status::Ok();
+    }
+    // A thread per column: 32 to 256 columns.
+    mm.bn = 32;
+    while (mm.bn < 256 && mm.bn < mm.n) mm.bn *= 2;
+    const int groups = kThreads / mm.bn;
+    if (mm.m <= kFewRows) {
+      mm.kg = groups;  // the groups split K
+      mm.bm = static_cast<int>(std::min(mm.m, rows_fit));
+    } else {
+      mm.kg = 1;  // the groups split the rows, up to 8 each
+      long long bm = std::min({mm.m, rows_fit, static_cast<long long>(groups) * 8});
+      bm = std::max(bm, 1ll);
+      auto tiles = [&](long long rows) {
+        return mm.batch * ((mm.m + rows - 1) / rows) * ((mm.n + mm.bn - 1) / mm.bn);
+      };
+      while (bm > groups && tiles(bm) < 32) bm = (bm + 1) / 2;
+      mm.bm = static_cast<int>(bm);
+    }
+    const long long k_per_thread = (mm.k + mm.kg - 1) / mm.kg;
+    const bool aligned = mm.b.s1 == 1 && mm.k % 4 == 0 && k_per_thread % 4 == 0 &&
+                         mm.b.offset % 4 == 0 && mm.b.s0 % 4 == 0 && mm.b.s2 % 4 == 0;
+    mm.vec = aligned ? 4 : 1;
+    return Status::Ok();
+  }
+
+  // A row view of `v` (the last dimension is the row).
+  static RowView RowViewOf(const StitchView& v) {
+    RowView r;
+    r.buffer = v.buffer;
+    r.offset = v.offset;
+    r.lead_sizes.assign(v.sizes.begin(), v.sizes.end() - 1);
+    r.lead_strides.assign(v.strides.begin(), v.strides.end() - 1);
+    r.element_stride = v.strides.back();
+    return r;
+  }
+
+  Status AddRows(std::size_t index) {
+    const StitchTask& task = desc_.tasks[index];
+    const std::string where = Where(index, task);
+    const std::string& name = task.op->name;
+    const std::vector<StitchView>& t = task.tensors;
+    const StitchView& in = t[0];
+    const StitchView& out = t.back();
+    if (in.sizes.empty() || in.sizes != out.sizes) {
+      return Refuse(where, "input and output must have one shape of rank 1 or more");
+    }
+    RowsStage rows;
+    rows.kind = name == "layer_norm" ? 0 : name == "rms_norm" ? 1 : name == "softmax" ? 2 : 3;
+    rows.length = in.sizes.back();
+    rows.rows = Numel(in.sizes) / rows.length;
+    if (rows.length > kMaxRowLength) {
+      return Refuse(where, "rows of " + std::to_string(rows.length) + " elements (at most " +
+                               std::to_string(kMaxRowLength) + ")");
+    }
+    rows.in = RowViewOf(in);
+    rows.out = RowViewOf(out);
+    Access access;
+    access.reads = {RangeOf(in)};
+    access.writes = {RangeOf(out)};
+    if (rows.kind <= 1) {
+      GPUOS_ASSIGN_OR_RETURN(rows.eps, AttributeDouble(task, "eps", where));
+      const int params = rows.kind == 0 ? 2 : 1;
+      for (int k = 1; k <= params; ++k) {
+        if (t[k].sizes.size() != 1 || t[k].sizes[0] != rows.length) {
+          return Refuse(where, "weight and bias must be 1-D of the row's length");
+        }
+        access.reads.push_back(RangeOf(t[k]));
+      }
+      rows.weight = Strided1{t[1].buffer, t[1].offset, t[1].strides[0]};
+      if (rows.kind == 0) {
+        rows.bias = Strided1{t[2].buffer, t[2].offset, t[2].strides[0]};
+        GPUOS_ASSIGN_OR_RETURN(const long long act, AttributeInt(task, "activation", where));
+        if (act < 0 || act > 3) return Refuse(where, "activation out of range (0-3)");
+        rows.activation = static_cast<int>(act);
+      }
+    }
+    // A warp holds kRowsPerWarp rows of (length / 32) values: at most 32.
+    const long long per_lane = (rows.length + 31) / 32;
+    const long long max_per_warp = std::max(1ll, 32 / per_lane);
+    const long long target_tiles = std::max(8u, desc_.worker_blocks / 2);
+    long long per_warp = (rows.rows + 8 * target_tiles - 1) / (8 * target_tiles);
+    per_warp = std::clamp(per_warp, 1ll, max_per_warp);
+    rows.rows_per_tile = static_cast<int>(8 * per_warp);
+    Stage stage;
+    stage.kind = Stage::Kind::kRows;
+    stage.op = name;
+    stage.task = static_cast<std::uint32_t>(index);
+    stage.tiles =
+        static_cast<std::uint32_t>((rows.rows + rows.rows_per_tile - 1) / rows.rows_per_tile);
+    stage.rows = std::move(rows);
+    Push(std::move(stage), std::move(access));
+    return Status::Ok();
+  }
+
+  // `in` read over `out`'s shape (NumPy broadcasting, aligned at the last
+  // dimension): its strides per dimension of out.
+  static Expected<ElementwiseView> Broadcast(const StitchView& in, const StitchView& out) {
+    const std::size_t rank = out.sizes.size();
+    if (in.sizes.size() > rank) return FailedPrecondition("an input has a higher rank than out");
+    ElementwiseView v;
+    v.buffer = in.buffer;
+    v.offset = in.offset;
+    v.strides.assign(rank, 0);
+    for (std::size_t d = 0; d < in.sizes.size(); ++d) {
+      const std::size_t axis = rank - in.sizes.size() + d;
+      if (in.sizes[d] != out.sizes[axis] && in.sizes[d] != 1) {
+        return FailedPrecondition("an input does not broadcast to out's shape");
+      }
+      v.strides[axis] = in.sizes[d] == 1 ? 0 : in.strides[d];
+    }
+    return v;
+  }
+
+  // An elementwise stage of `spec` (identity when null) from views.
+  Status PushElementwise(std::size_t index, const std::string& op, const OperatorSpec* spec,
+                         const std::vector<const StitchView*>& inputs, const StitchView& out) {
+    const StitchTask& task = desc_.tasks[index];
+    const std::string where = Where(index, task);
+    ElementwiseStage ew;
+    if (spec != nullptr) ew.spec = *spec;
+    ew.sizes = out.sizes;
+    ew.numel = Numel(out.sizes);
+    Access access;
+    for (const StitchView* in : inputs) {
+      auto view = Broadcast(*in, out);
+      if (!view.ok()) return Refuse(where, view.status().message());
+      ew.inputs.push_back(std::move(*view));
+      access.reads.push_back(RangeOf(*in));
+    }
+    for (std::size_t d = 0; d < out.sizes.size(); ++d) {
+      if (out.strides[d] == 0 && out.sizes[d] > 1) {
+        return Refuse(where, "the output broadcasts (a stride of 0): elements would race");
+      }
+    }
+    ew.out = ElementwiseView{out.buffer, out.offset, out.strides};
+    access.writes.push_back(RangeOf(out));
+    const long long target_tiles = std::max(8u, desc_.worker_blocks / 4);
+    const long long per_thread =
+        (ew.numel + kThreads * target_tiles - 1) / (kThreads * target_tiles);
+    ew.per_thread = static_cast<int>(std::clamp(per_thread, 1ll, 16ll));
+    const long long per_tile = static_cast<long long>(kThreads) * ew.per_thread;
+    Stage stage;
+    stage.kind = Stage::Kind::kElementwise;
+    stage.op = op;
+    stage.task = static_cast<std::uint32_t>(index);
+    const long long tiles = (ew.numel + per_tile - 1) / per_tile;
+    if (tiles > kMaxTiles) return Refuse(where, "too many elements for one task's tiles");
+    stage.tiles = static_cast<std::uint32_t>(tiles);
+    stage.elementwise = std::move(ew);
+    Push(std::move(stage), std::move(access));
+    return Status::Ok();
+  }
+
+  Status AddElementwise(std::size_t index) {
+    const StitchTask& task = desc_.tasks[index];
+    const std::string where = Where(index, task);
+    const OperatorSpec& op = *task.op;
+    if (op.outputs.size() != 1) return Refuse(where, "elementwise operators with one output only");
+    const std::vector<StitchView>& t = task.tensors;
+    std::vector<const StitchView*> inputs;
+    for (std::size_t k = 0; k + 1 < t.size(); ++k) inputs.push_back(&t[k]);
+    if (inputs.empty()) return Refuse(where, "an elementwise operator without inputs");
+    // The operator as one fused step: its attributes become literals, so
+    // every elementwise stage is a spec with inputs in0.. and output out.
+    if (op.attributes.empty() && op.name.rfind(kFusedOperatorPrefix, 0) == 0) {
+      return PushElementwise(index, op.name, &op, inputs, t.back());
+    }
+    FusedElementwiseDesc fused;
+    fused.dtype = task.dtype;
+    fused.num_inputs = static_cast<int>(inputs.size());
+    FusedStep step;
+    step.op = &op;
+    step.attributes = task.attributes;
+    for (int k = 0; k < fused.num_inputs; ++k) step.operands.push_back(FusedOperand::Input(k));
+    fused.steps.push_back(std::move(step));
+    auto spec = FuseElementwise(fused);
+    if (!spec.ok()) return Refuse(where, spec.status().message());
+    return PushElementwise(index, op.name, &*spec, inputs, t.back());
+  }
+
+  // cat(a, b) along `dim`: two copies into out's slices.
+  Status AddCat(std::size_t index) {
+    const StitchTask& task = desc_.tasks[index];
+    const std::string where = Where(index, task);
+    const std::vector<StitchView>& t = task.tensors;
+    const StitchView& out = t.back();
+    const long long rank = static_cast<long long>(out.sizes.size());
+    GPUOS_ASSIGN_OR_RETURN(long long dim, AttributeInt(task, "dim", where));
+    if (dim < 0) dim += rank;
+    if (dim < 0 || dim >= rank) return Refuse(where, "dim out of range");
+    long long start = 0;
+    for (std::size_t k = 0; k + 1 < t.size(); ++k) {
+      const StitchView& in = t[k];
+      if (static_cast<long long>(in.sizes.size()) != rank) {
+        return Refuse(where, "cat of tensors of different ranks");
+      }
+      StitchView slice = out;
+      slice.sizes[dim] = in.sizes[dim];
+      slice.offset = out.offset + start * out.strides[dim];
+      for (long long d = 0; d < rank; ++d) {
+        if (d != dim && in.sizes[d] != out.sizes[d]) {
+          return Refuse(where, "cat inputs differ from out outside dim");
+        }
+      }
+      start += in.sizes[dim];
+      GPUOS_RETURN_IF_ERROR(PushElementwise(index, "cat", nullptr, {&in}, slice));
+    }
+    if (start != out.sizes[dim]) return Refuse(where, "cat inputs do not fill out along dim");
+    return Status::Ok();
+  }
+
+  const StitchDesc& desc_;
+  std::vector<Stage> stages_;
+  std::vector<Access> accesses_;
+  std::vector<std::vector<bool>> closure_;  // closure_[s][q]: s waits for q, transitively
+};
+
+}  // namespace
+
+Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
+  GPUOS_ASSIGN_OR_RETURN(std::vector<Stage> stages, Planner(desc).Run());
+  StitchedProgram result;
+  result.table_entries = desc.num_buffers + 1;
+  for (const Stage& stage : stages) result.tiles += stage.tiles;
+  result.counter_bytes = (stages.size() + 1) * kCounterStrideBytes;
+  std::string description = "stitched: " + std::to_string(stages.size()) + " stages:";
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const Stage& stage = stages[s];
+    description += (s == 0 ? " " : " -> ") + stage.op + "(" + std::to_string(stage.tiles) + ")";
+    StitchStage info;
+    info.kind = stage.kind == Stage::Kind::kMatmul ? "matmul"
+                : stage.kind == Stage::Kind::kRows ? "rows"
+                                                   : "elementwise";
+    info.op = stage.op;
+    info.task = stage.task;
+    info.first_tile = stage.first_tile;
+    info.tiles = stage.tiles;
+    info.waits = stage.waits;
+    result.stages.push_back(std::move(info));
+  }
+  const jit::StitchCode unnamed = jit::GenerateStitchCode(
+      stages, result.table_entries, result.tiles, std::string(kVirtualFilePrefix));
+  ContentHasher hasher;
+  hasher.Add(kHashFormat).Add(description).Add(unnamed.device_code).Add(unnamed.body);
+  const std::string name = std::string(kStitchedOperatorPrefix) + hasher.Finish().substr(0, 16);
+  const std::string file = std::string(kVirtualFilePrefix) + name;
+  jit::StitchCode code = jit::GenerateStitchCode(stages, result.table_entries, result.tiles, file);
+
+  OperatorSpec& spec = result.op;
+  spec.name = name;
+  spec.version = SemVer{1, 0, 0};
+  spec.kind = OperatorKind::kCustom;
+  spec.description = std::move(description);
+  spec.dtypes = {DType::kU8};
+  TensorParam table;
+  table.name = "table";
+  table.description = "the program's buffers, then the stage counters (TaskGraph::AddTableTask)";
+  table.dtype = DType::kU8;
+  spec.outputs.push_back(std::move(table));
+  spec.device_code = CodeBlock{std::move(code.device_code), SourceLocation{file, 1, 1}};
+  spec.body = CodeBlock{std::move(code.body), SourceLocation{file, code.device_code_lines + 1, 1}};
+  spec.location = SourceLocation{file, 1, 1};
+  return result;
+}
+
+}  // namespace gpuos::registry

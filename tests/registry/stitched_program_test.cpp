@@ -1,0 +1,296 @@
+// StitchProgram: stages, tiles and waits of the PyTorch workloads' programs,
+// every generated operator compiled with the real NVRTC (no GPU), names,
+// and every refusal. The GPU runs them in frontends/pytorch/tests.
+#include "gpuos/registry/stitched_program.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "jit_test_util.h"
+
+namespace gpuos::registry {
+namespace {
+
+using testing::BuiltinOperators;
+using testing::TestOptions;
+
+class StitchedProgramTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ops_ = new std::vector<OperatorSpec>(BuiltinOperators()); }
+  static void TearDownTestSuite() {
+    delete ops_;
+    ops_ = nullptr;
+  }
+
+  static const OperatorSpec* Op(const std::string& name) {
+    for (const OperatorSpec& op : *ops_) {
+      if (op.name == name) return &op;
+    }
+    ADD_FAILURE() << "no built-in operator " << name;
+    return nullptr;
+  }
+
+  // A dense row-major view of `sizes` at `offset` of `buffer`.
+  static StitchView Dense(std::uint32_t buffer, std::vector<long long> sizes,
+                          long long offset = 0) {
+    StitchView v;
+    v.buffer = buffer;
+    v.offset = offset;
+    v.sizes = sizes;
+    v.strides.assign(sizes.size(), 1);
+    for (std::size_t d = sizes.size(); d-- > 1;) v.strides[d - 1] = v.strides[d] * sizes[d];
+    return v;
+  }
+  static StitchView View(std::uint32_t buffer, std::vector<long long> sizes,
+                         std::vector<long long> strides, long long offset = 0) {
+    StitchView v;
+    v.buffer = buffer;
+    v.offset = offset;
+    v.sizes = std::move(sizes);
+    v.strides = std::move(strides);
+    return v;
+  }
+  static StitchTask Task(const std::string& op, std::vector<StitchView> tensors,
+                         std::vector<std::pair<std::string, std::string>> attributes = {}) {
+    StitchTask task;
+    task.op = Op(op);
+    task.tensors = std::move(tensors);
+    task.attributes = std::move(attributes);
+    return task;
+  }
+
+  // A Linear layer over `rows` tokens: x [rows, 256] @ W^T + b, W [256, 256].
+  static StitchTask Linear(const std::string& op, std::uint32_t x, std::uint32_t w, std::uint32_t b,
+                           std::uint32_t out, long long rows, long long k, long long n) {
+    std::vector<StitchView> t = {Dense(x, {rows, k}), View(w, {k, n}, {1, k}),
+                                 View(b, {rows, n}, {0, 1})};
+    if (op == "fused_addmm") {
+      t.push_back(View(b, {k}, {1}));  // norm weight and bias: any 1-D of K
+      t.push_back(View(b, {k}, {1}));
+      t.push_back(Dense(x, {rows, k}));
+    }
+    t.push_back(Dense(out, {rows, n}));
+    return Task(op, std::move(t));
+  }
+
+  // mlp_microbatch's program at batch `rows`: addmm, three fused_addmm with
+  // a layer_norm + gelu prologue, a layer_norm with gelu (buffers: input 0,
+  // parameters, intermediates, output 21; as gpuos/_lowering.py numbers them).
+  static StitchDesc Mlp(long long rows) {
+    StitchDesc desc;
+    desc.num_buffers = 22;
+    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, rows, 256, 256));
+    std::uint32_t in = 3;
+    for (std::uint32_t layer = 0; layer < 3; ++layer) {
+      const std::uint32_t base = 4 + layer * 5;
+      StitchTask t = Linear("fused_addmm", in, base + 2, base + 3, base + 4, rows, 256, 256);
+      t.tensors[3] = Dense(base, {256});
+      t.tensors[4] = Dense(base + 1, {256});
+      t.attributes = {{"norm", "2"}, {"eps", "1e-05"}};
+      desc.tasks.push_back(std::move(t));
+      in = base + 4;
+    }
+    desc.tasks.push_back(
+        Task("layer_norm",
+             {Dense(in, {rows, 256}), Dense(19, {256}), Dense(20, {256}), Dense(21, {rows, 256})},
+             {{"eps", "1e-05"}, {"activation", "1"}}));
+    return desc;
+  }
+
+  // attention_small: scores = q k^T / 8 (baddbmm, beta 0), softmax, @ v.
+  static StitchDesc Attention(long long seq) {
+    StitchDesc desc;
+    desc.num_buffers = 7;
+    const long long h = 8, d = 64;
+    desc.tasks.push_back(Task("baddbmm",
+                              {Dense(0, {h, seq, d}), View(1, {h, d, seq}, {seq * d, 1, d}),
+                               Dense(4, {h, seq, seq}), Dense(3, {h, seq, seq})},
+                              {{"alpha", "0.125"}, {"beta", "0.0"}}));
+    desc.tasks.push_back(Task("softmax", {Dense(3, {1, h, seq, seq}), Dense(5, {1, h, seq, seq})}));
+    desc.tasks.push_back(
+        Task("bmm", {Dense(5, {h, seq, seq}), Dense(2, {h, seq, d}), Dense(6, {h, seq, d})}));
+    return desc;
+  }
+
+  // One decoder layer's attention over a KV cache of 128: the new key and
+  // value rows come from the QKV product (buffer 9, [1, 768]).
+  static StitchDesc DecoderAttention() {
+    StitchDesc desc;
+    desc.num_buffers = 16;
+    desc.tasks.push_back(Linear("addmm", 0, 7, 8, 9, 1, 256, 768));
+    for (std::uint32_t part = 0; part < 2; ++part) {
+      const std::uint32_t cache = 1 + part, out = 10 + part;
+      desc.tasks.push_back(Task(
+          "cat",
+          {Dense(cache, {1, 4, 128, 64}),
+           View(9, {1, 4, 1, 64}, {768, 64, 64, 1}, 256 + 256 * part), Dense(out, {1, 4, 129, 64})},
+          {{"dim", "2"}}));
+    }
+    desc.tasks.push_back(
+        Task("baddbmm",
+             {View(9, {4, 1, 64}, {64, 64, 1}), View(10, {4, 64, 129}, {8256, 1, 64}),
+              Dense(13, {4, 1, 129}), Dense(12, {4, 1, 129})},
+             {{"alpha", "0.125"}, {"beta", "0.0"}}));
+    desc.tasks.push_back(Task("softmax", {Dense(12, {1, 4, 1, 129}), Dense(14, {1, 4, 1, 129})}));
+    desc.tasks.push_back(
+        Task("bmm", {Dense(14, {4, 1, 129}), Dense(11, {4, 129, 64}), Dense(15, {4, 1, 64})}));
+    return desc;
+  }
+
+  static void ExpectCompiles(const StitchedProgram& program) {
+    ASSERT_TRUE(ValidateOperator(program.op).ok());
+    JitBuilder builder(nullptr, TestOptions("sm_90"));
+    BuildStats stats;
+    const Status compiled = builder.Compile({program.op}, &stats);
+    EXPECT_TRUE(compiled.ok()) << compiled.ToString();
+  }
+
+  static std::vector<OperatorSpec>* ops_;
+};
+
+std::vector<OperatorSpec>* StitchedProgramTest::ops_ = nullptr;
+
+TEST_F(StitchedProgramTest, MlpIsOneStagePerTaskInAChainAndCompiles) {
+  for (long long rows : {1, 8}) {
+    SCOPED_TRACE("batch " + std::to_string(rows));
+    auto program = StitchProgram(Mlp(rows));
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 5u);
+    std::uint32_t tiles = 0;
+    for (std::size_t s = 0; s < program->stages.size(); ++s) {
+      const StitchStage& stage = program->stages[s];
+      EXPECT_EQ(stage.task, s);
+      EXPECT_EQ(stage.first_tile, tiles);
+      tiles += stage.tiles;
+      if (s == 0) {
+        EXPECT_TRUE(stage.waits.empty());
+      } else {
+        EXPECT_EQ(stage.waits, std::vector<std::uint32_t>{static_cast<std::uint32_t>(s - 1)});
+      }
+    }
+    EXPECT_EQ(program->stages[0].kind, "matmul");
+    EXPECT_EQ(program->stages[4].kind, "rows");
+    EXPECT_EQ(program->stages[4].tiles, 1u);
+    EXPECT_GE(program->stages[1].tiles, 8u);  // a Linear spreads over blocks
+    EXPECT_EQ(program->tiles, tiles);
+    EXPECT_EQ(program->table_entries, 23u);
+    EXPECT_EQ(program->counter_bytes, 6u * 128u);
+    EXPECT_EQ(program->op.kind, OperatorKind::kCustom);
+    EXPECT_EQ(program->op.dtypes, std::vector<DType>{DType::kU8});
+    EXPECT_EQ(program->op.name.rfind(kStitchedOperatorPrefix, 0), 0u);
+    ExpectCompiles(*program);
+  }
+}
+
+TEST_F(StitchedProgramTest, AttentionCompilesAtBothSequenceLengths) {
+  for (long long seq : {32, 128}) {
+    SCOPED_TRACE("seq " + std::to_string(seq));
+    auto program = StitchProgram(Attention(seq));
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 3u);
+    EXPECT_EQ(program->stages[1].waits, std::vector<std::uint32_t>{0});
+    EXPECT_EQ(program->stages[2].waits, std::vector<std::uint32_t>{1});
+    ExpectCompiles(*program);
+  }
+}
+
+TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {
+  auto program = StitchProgram(DecoderAttention());
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  // addmm, cat(cache), cat(new row) for keys, the same for values, scores,
+  // softmax, product.
+  ASSERT_EQ(program->stages.size(), 8u);
+  const auto& s = program->stages;
+  EXPECT_TRUE(s[1].waits.empty()) << "the cache copy reads nothing the program writes";
+  EXPECT_EQ(s[2].waits, std::vector<std::uint32_t>{0});
+  EXPECT_TRUE(s[3].waits.empty());
+  EXPECT_EQ(s[4].waits, std::vector<std::uint32_t>{0});
+  // Scores read q (stage 0, also waited for through the key row) and keys.
+  EXPECT_EQ(s[5].waits, (std::vector<std::uint32_t>{1, 2}));
+  EXPECT_EQ(s[6].waits, std::vector<std::uint32_t>{5});
+  EXPECT_EQ(s[7].waits, (std::vector<std::uint32_t>{3, 4, 6}));
+  ExpectCompiles(*program);
+}
+
+TEST_F(StitchedProgramTest, ElementwiseTasksComposeTheirOperatorsCode) {
+  StitchDesc desc;
+  desc.num_buffers = 4;
+  // add(x, row broadcast, alpha=2) -> gelu -> copy into a transposed view
+  desc.tasks.push_back(
+      Task("add", {Dense(0, {64, 32}), View(1, {32}, {1}), Dense(2, {64, 32})}, {{"alpha", "2"}}));
+  desc.tasks.push_back(Task("gelu", {Dense(2, {64, 32}), Dense(2, {64, 32})}));
+  desc.tasks.push_back(Task("copy", {Dense(2, {64, 32}), View(3, {64, 32}, {1, 64})}));
+  auto program = StitchProgram(desc);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  ASSERT_EQ(program->stages.size(), 3u);
+  EXPECT_EQ(program->stages[1].waits, std::vector<std::uint32_t>{0});  // in place: RAW and WAW
+  EXPECT_EQ(program->stages[2].waits, std::vector<std::uint32_t>{1});
+  EXPECT_NE(program->op.device_code.code.find("erf"), std::string::npos)
+      << "gelu's own body is in the stitched code";
+  ExpectCompiles(*program);
+}
+
+TEST_F(StitchedProgramTest, NameIsDeterministicAndFollowsShapes) {
+  auto a = StitchProgram(Mlp(1));
+  auto b = StitchProgram(Mlp(1));
+  auto c = StitchProgram(Mlp(4));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->op.name, b->op.name);
+  EXPECT_EQ(a->op.body.code, b->op.body.code);
+  EXPECT_NE(a->op.name, c->op.name);
+}
+
+TEST_F(StitchedProgramTest, RefusesWhatItHasNoStageCodeFor) {
+  const auto refused = [](const StitchDesc& desc, const std::string& words) {
+    auto program = StitchProgram(desc);
+    ASSERT_FALSE(program.ok());
+    EXPECT_EQ(program.status().code(), StatusCode::kFailedPrecondition)
+        << program.status().ToString();
+    EXPECT_NE(program.status().message().find(words), std::string::npos)
+        << program.status().message();
+  };
+  StitchDesc half = Attention(32);
+  for (StitchTask& t : half.tasks) {
+    t.dtype = DType::kF16;
+    for (StitchView& v : t.tensors) v.dtype = DType::kF16;
+  }
+  refused(half, "f32 only");
+  StitchDesc gather;
+  gather.num_buffers = 3;
+  gather.tasks.push_back(Task("index_select", {Dense(0, {4, 8}), Dense(1, {2}), Dense(2, {2, 8})}));
+  gather.tasks[0].tensors[1].dtype = DType::kF32;
+  refused(gather, "no stage code for this operator");
+  StitchDesc long_rows;
+  long_rows.num_buffers = 2;
+  long_rows.tasks.push_back(Task("softmax", {Dense(0, {2, 2048}), Dense(1, {2, 2048})}));
+  refused(long_rows, "rows of 2048 elements");
+  StitchDesc broadcast_out;
+  broadcast_out.num_buffers = 2;
+  broadcast_out.tasks.push_back(Task("relu", {Dense(0, {4, 8}), View(1, {4, 8}, {0, 1})}));
+  refused(broadcast_out, "output broadcasts");
+  StitchDesc empty;
+  empty.num_buffers = 1;
+  refused(empty, "no tasks");
+}
+
+TEST_F(StitchedProgramTest, RejectsMalformedDescriptions) {
+  StitchDesc desc = Attention(32);
+  desc.tasks[1].tensors.pop_back();
+  auto arity = StitchProgram(desc);
+  ASSERT_FALSE(arity.ok());
+  EXPECT_EQ(arity.status().code(), StatusCode::kInvalidArgument);
+  desc = Attention(32);
+  desc.tasks[2].tensors[0].buffer = 7;
+  auto buffer = StitchProgram(desc);
+  ASSERT_FALSE(buffer.ok());
+  EXPECT_NE(buffer.status().message().find("num_buffers"), std::string::npos);
+  desc = Attention(32);
+  desc.tasks[0].op = nullptr;
+  EXPECT_EQ(StitchProgram(desc).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpuos::registry
