@@ -1,5 +1,6 @@
 #include "bridge_stitch.h"
 
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <string>
@@ -61,6 +62,16 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
   registry::StitchDesc desc;
   desc.num_buffers = spec.num_buffers;
   desc.worker_blocks = runtime.worker_blocks();
+  if (const auto blocks = GetEnv("GPUOS_STITCH_BLOCKS")) {
+    // A diagnostic: the block count the tiles per stage are chosen for.
+    char* end = nullptr;
+    const unsigned long value = std::strtoul(blocks->c_str(), &end, 10);
+    if (*end != 0 || value < 1 || value > 4096) {
+      return InvalidArgument("GPUOS_STITCH_BLOCKS must be a block count from 1 to 4096; got '" +
+                             *blocks + "'");
+    }
+    desc.worker_blocks = static_cast<unsigned int>(value);
+  }
   std::deque<registry::OperatorSpec> fused;  // stable addresses for desc's pointers
   for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
     const TaskSpec& task = spec.tasks[i];

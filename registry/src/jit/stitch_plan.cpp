@@ -394,10 +394,10 @@ class Planner {
   }
 
   // Tile shapes of a product (stitch_matmul.cuh). Prefers more, smaller
-  // tiles up to about half the worker's blocks: each tile is then about one
-  // round trip of loads.
+  // tiles up to TargetTiles(): each tile is then about one round trip of
+  // loads.
   Status TileMatmul(const std::string& where, MatmulStage& mm) const {
-    const long long half_blocks = std::max(8u, desc_.worker_blocks / 2);
+    const long long target = TargetTiles();
     const long long row_bytes = mm.k * 4;
     if (row_bytes > kScratchBytes) {
       return Refuse(where, "K = " + std::to_string(mm.k) +
@@ -416,14 +416,17 @@ class Planner {
       const long long m_tiles = (mm.m + mm.bm - 1) / mm.bm;
       mm.bn = 8;
       while (mm.bn * 2 <= max_bn && mm.bn < 64 &&
-             mm.batch * m_tiles * ((mm.n + mm.bn - 1) / mm.bn) > half_blocks) {
+             mm.batch * m_tiles * ((mm.n + mm.bn - 1) / mm.bn) > target) {
         mm.bn *= 2;
       }
       return Status::Ok();
     }
-    // A thread per column: 32 to 256 columns.
+    // A thread per column: 32 to 256 columns. A few rows take 32 columns a
+    // tile, so that eight groups split K (fewer loads one after another a
+    // thread: a decoder step's attention-weighted values, K = 129, took
+    // 4.5-4.8 us with four groups of 33 on the H200).
     mm.bn = 32;
-    while (mm.bn < 256 && mm.bn < mm.n) mm.bn *= 2;
+    while (mm.m > kFewRows && mm.bn < 256 && mm.bn < mm.n) mm.bn *= 2;
     const int groups = kThreads / mm.bn;
     if (mm.m <= kFewRows) {
       mm.kg = groups;  // the groups split K
@@ -435,7 +438,7 @@ class Planner {
       auto tiles = [&](long long rows) {
         return mm.batch * ((mm.m + rows - 1) / rows) * ((mm.n + mm.bn - 1) / mm.bn);
       };
-      while (bm > groups && tiles(bm) < 32) bm = (bm + 1) / 2;
+      while (bm > groups && tiles(bm) < target) bm = (bm + 1) / 2;
       mm.bm = static_cast<int>(bm);
     }
     const long long k_per_thread = (mm.k + mm.kg - 1) / mm.kg;
@@ -444,6 +447,13 @@ class Planner {
     mm.vec = aligned ? 4 : 1;
     return Status::Ok();
   }
+
+  // About how many tiles a stage spreads over: an eighth of the worker's
+  // blocks, at least 8. Every tile of a task is one more block that joins
+  // it, claims, counts and returns its completion, partly outside the
+  // task's device span (docs/pytorch.md, "Stitched programs", has the
+  // measurements; GPUOS_STITCH_BLOCKS changes the block count assumed).
+  long long TargetTiles() const { return std::max(8u, desc_.worker_blocks / 8); }
 
   // A row view of `v` (the last dimension is the row).
   static RowView RowViewOf(const StitchView& v) {
@@ -499,7 +509,7 @@ class Planner {
     // A warp holds kRowsPerWarp rows of (length / 32) values: at most 32.
     const long long per_lane = (rows.length + 31) / 32;
     const long long max_per_warp = std::max(1ll, 32 / per_lane);
-    const long long target_tiles = std::max(8u, desc_.worker_blocks / 2);
+    const long long target_tiles = TargetTiles();
     long long per_warp = (rows.rows + 8 * target_tiles - 1) / (8 * target_tiles);
     per_warp = std::clamp(per_warp, 1ll, max_per_warp);
     rows.rows_per_tile = static_cast<int>(8 * per_warp);
@@ -556,7 +566,7 @@ class Planner {
     }
     ew.out = ElementwiseView{out.buffer, out.offset, out.strides};
     access.writes.push_back(RangeOf(out));
-    const long long target_tiles = std::max(8u, desc_.worker_blocks / 4);
+    const long long target_tiles = TargetTiles();
     const long long per_thread =
         (ew.numel + kThreads * target_tiles - 1) / (kThreads * target_tiles);
     ew.per_thread = static_cast<int>(std::clamp(per_thread, 1ll, 16ll));

@@ -63,6 +63,8 @@ __device__ __forceinline__ unsigned int LoadAcquire(const unsigned int* p) {
   return v;
 }
 
+__device__ __forceinline__ void FenceAcqRel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+
 __device__ __forceinline__ unsigned long long NowNs() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -107,36 +109,36 @@ class Tile {
     return reinterpret_cast<E*>(Load(&table_[buffer].data));
   }
 
-  // Thread 0: waits until stage `stage` counted `tiles` tiles done, then
-  // acquires their results for the block (the caller's barrier passes them
-  // on). After kWaitLimitNs it reports kWaitTimedOut and returns.
+  // Thread 0: waits until stage `stage` counted `tiles` tiles done; its
+  // acquire loads make their results visible to this thread, and the
+  // caller's barrier passes them on to the block (the pattern of CUTLASS's
+  // semaphores). After kWaitLimitNs it reports kWaitTimedOut and returns.
   __device__ void Poll(int stage, unsigned int tiles) const {
     const unsigned int* counter = counters_ + stage * kCounterStride;
     if (LoadAcquire(counter) >= tiles) return;
     const unsigned long long start = NowNs();
-    unsigned int nap = 32;
     while (LoadAcquire(counter) < tiles) {
-      __nanosleep(nap);
-      if (nap < 256) nap *= 2;
+      __nanosleep(32);
       if (NowNs() - start > kWaitLimitNs) {
         ctx_->fail(kWaitTimedOut);
         return;
       }
     }
-    __threadfence();
   }
 
   // All threads: counts this tile of `stage` done once every thread's
-  // stores are made; the last tile of the task resets the counters.
+  // stores are made (a barrier, then a release by thread 0); the last tile
+  // of the task resets the counters.
   __device__ void Done(int stage) const {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    __threadfence();  // the block's results before the count (release)
-    atomicAdd(counters_ + stage * kCounterStride, 1u);
-    __threadfence();  // the stage's count before the task's
+    FenceAcqRel();  // the block's results before the count (release)
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(counters_ + stage * kCounterStride)
+                 : "memory");
+    FenceAcqRel();  // the stage's count before the task's
     unsigned int* finished = counters_ + stages_ * kCounterStride;
     if (atomicAdd(finished, 1u) + 1u != tiles_) return;
-    __threadfence();
+    FenceAcqRel();
     for (int s = 0; s <= stages_; ++s) {
       *reinterpret_cast<volatile unsigned int*>(counters_ + s * kCounterStride) = 0u;
     }
