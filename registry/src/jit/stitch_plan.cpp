@@ -422,9 +422,7 @@ class Planner {
       return Status::Ok();
     }
     // A thread per column: 32 to 256 columns. A few rows take 32 columns a
-    // tile, so that eight groups split K (fewer loads one after another a
-    // thread: a decoder step's attention-weighted values, K = 129, took
-    // 4.5-4.8 us with four groups of 33 on the H200).
+    // tile, so that eight groups split K (fewer values a thread).
     mm.bn = 32;
     while (mm.m > kFewRows && mm.bn < 256 && mm.bn < mm.n) mm.bn *= 2;
     const int groups = kThreads / mm.bn;
@@ -432,13 +430,18 @@ class Planner {
       mm.kg = groups;  // the groups split K
       mm.bm = static_cast<int>(std::min(mm.m, rows_fit));
     } else {
-      mm.kg = 1;  // the groups split the rows, up to 8 each
-      long long bm = std::min({mm.m, rows_fit, static_cast<long long>(groups) * 8});
+      // The groups split K in ranges of at most 64 (b's values of a thread
+      // then fit its registers, loaded before the wait when the program
+      // does not write b), the rest split the rows, up to 8 each.
+      mm.kg = 1;
+      while (mm.kg < groups && (mm.k + mm.kg - 1) / mm.kg > 64) mm.kg *= 2;
+      const int row_groups = groups / mm.kg;
+      long long bm = std::min({mm.m, rows_fit, static_cast<long long>(row_groups) * 8});
       bm = std::max(bm, 1ll);
       auto tiles = [&](long long rows) {
         return mm.batch * ((mm.m + rows - 1) / rows) * ((mm.n + mm.bn - 1) / mm.bn);
       };
-      while (bm > groups && tiles(bm) < target) bm = (bm + 1) / 2;
+      while (bm > row_groups && tiles(bm) < target) bm = (bm + 1) / 2;
       mm.bm = static_cast<int>(bm);
     }
     const long long k_per_thread = (mm.k + mm.kg - 1) / mm.kg;

@@ -308,43 +308,48 @@ __device__ __forceinline__ void MatmulColumns(const MatmulPointers<P>& p, int ba
   const int k0 = k_group * kKPerThread;
   const T* const b = p.b + static_cast<long long>(batch) * P::kBSb +
                      (column_in ? static_cast<long long>(n) * P::kBSn : 0);
-  C bv[P::kPrefetchB ? kKPerThread : 1];
-  if constexpr (P::kPrefetchB) {
+  // b's values of this thread, kChunk steps at a time: a round of loads,
+  // then their products, so that the loads of a chunk are in flight
+  // together (in one loop of a load and its products per step, a decoder
+  // step's attention-weighted values, 17 steps a thread, took 5.2 us after
+  // the softmax on the H200 at b0ad4c1, bench/results/
+  // pytorch_stitch_profile.json). With kPrefetchB the whole range is
+  // loaded before the wait.
+  constexpr int kChunk = P::kPrefetchB ? kSteps : (kSteps < 8 ? kSteps : 8);
+  constexpr int kChunks = (kSteps + kChunk - 1) / kChunk;
+  C bv[kChunk * kVec];
+  const auto load_chunk = [&](int chunk) {
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int k = k0 + s * kVec;
-      const bool in = column_in && k < P::kK;
+    for (int s = 0; s < kChunk; ++s) {
+      const int k = k0 + (chunk * kChunk + s) * kVec;
+      const bool in = column_in && chunk * kChunk + s < kSteps && k < P::kK;
       C part[kVec];
       LoadAlongK<T, kVec>(b + (in ? static_cast<long long>(k) * P::kBSk : 0), P::kBSk, in, part);
 #pragma unroll
       for (int v = 0; v < kVec; ++v) bv[s * kVec + v] = part[v];
     }
-  }
+  };
+  if constexpr (P::kPrefetchB) load_chunk(0);
   wait();
   StageRows<P>(p, batch, m0, smem);
   const C* const rows = reinterpret_cast<const C*>(smem);
   C acc[kRowsPerThread];
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) acc[r] = C(0);
+#pragma unroll 1
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    if constexpr (!P::kPrefetchB) load_chunk(chunk);
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    C bk[kVec];
-    if constexpr (P::kPrefetchB) {
+    for (int s = 0; s < kChunk; ++s) {
 #pragma unroll
-      for (int v = 0; v < kVec; ++v) bk[v] = bv[s * kVec + v];
-    } else {
-      const int k = k0 + s * kVec;
-      const bool in = column_in && k < P::kK;
-      LoadAlongK<T, kVec>(b + (in ? static_cast<long long>(k) * P::kBSk : 0), P::kBSk, in, bk);
-    }
+      for (int v = 0; v < kVec; ++v) {
+        const int k = k0 + (chunk * kChunk + s) * kVec + v;
+        if (chunk * kChunk + s >= kSteps || k >= P::kK) continue;
 #pragma unroll
-    for (int v = 0; v < kVec; ++v) {
-      const int k = k0 + s * kVec + v;
-      if (k >= P::kK) continue;
-#pragma unroll
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        const int m = row_group * kRowsPerThread + r;
-        if (m < P::kBM) acc[r] += rows[m * P::kK + k] * bk[v];
+        for (int r = 0; r < kRowsPerThread; ++r) {
+          const int m = row_group * kRowsPerThread + r;
+          if (m < P::kBM) acc[r] += rows[m * P::kK + k] * bv[s * kVec + v];
+        }
       }
     }
   }
