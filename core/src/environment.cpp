@@ -1,5 +1,6 @@
 #include "gpuos/environment.h"
 
+#include <charconv>
 #include <cstdlib>
 
 namespace gpuos {
@@ -13,6 +14,20 @@ std::optional<std::string> GetEnv(const char* name) {
 bool EnvFlagOn(const char* name) {
   const auto value = GetEnv(name);
   return value.has_value() && *value != "0";
+}
+
+Expected<std::optional<long long>> GetEnvInteger(const char* name, long long min, long long max,
+                                                 const std::string& what) {
+  const auto text = GetEnv(name);
+  if (!text) return std::optional<long long>();
+  long long value = 0;
+  const char* end = text->data() + text->size();
+  const auto [stop, error] = std::from_chars(text->data(), end, value);
+  if (error != std::errc() || stop != end || value < min || value > max) {
+    return InvalidArgument(std::string(name) + " must be " + what + " from " + std::to_string(min) +
+                           " to " + std::to_string(max) + "; got '" + *text + "'");
+  }
+  return std::optional<long long>(value);
 }
 
 std::string DefaultDataDirectory() {

@@ -1,4 +1,5 @@
-// GetEnv and EnvFlagOn (gpuos/environment.h): unset, empty, "0" and other values.
+// GetEnv, EnvFlagOn and GetEnvInteger (gpuos/environment.h): unset, empty, "0",
+// other values, integers in and out of range.
 #include "gpuos/environment.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,27 @@ TEST_F(EnvironmentTest, ZeroIsOffAnythingElseIsOn) {
   EXPECT_TRUE(gpuos::EnvFlagOn(kName));
   setenv(kName, "yes", 1);
   EXPECT_TRUE(gpuos::EnvFlagOn(kName));
+}
+
+TEST_F(EnvironmentTest, IntegersInRangeOrRefusedByName) {
+  unsetenv(kName);
+  auto unset = gpuos::GetEnvInteger(kName, 1, 10, "a count");
+  ASSERT_TRUE(unset.ok());
+  EXPECT_FALSE(unset->has_value());
+  setenv(kName, "7", 1);
+  auto seven = gpuos::GetEnvInteger(kName, 1, 10, "a count");
+  ASSERT_TRUE(seven.ok());
+  EXPECT_EQ(**seven, 7);
+  setenv(kName, "-3", 1);
+  EXPECT_EQ(**gpuos::GetEnvInteger(kName, -5, 5, "a shift"), -3);
+  for (const char* bad : {"0", "11", "abc", "5x", " 5", "+5", "99999999999999999999"}) {
+    setenv(kName, bad, 1);
+    auto refused = gpuos::GetEnvInteger(kName, 1, 10, "a count");
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(refused.status().code(), gpuos::StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(),
+              std::string(kName) + " must be a count from 1 to 10; got '" + bad + "'");
+  }
 }
 
 }  // namespace

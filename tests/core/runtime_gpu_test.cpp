@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "gpuos/cuda_driver.h"
+#include "gpuos/registry/pack_loader.h"
 #include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
 
@@ -352,6 +353,76 @@ TEST_F(RuntimeGpuTest, IndependentTasksAndErrors) {
   const Status status = failed->Wait(std::chrono::seconds(10));
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.ToString();
   EXPECT_NE(status.message().find("dtype"), std::string::npos) << status.message();
+}
+
+// A task added with AddTableTask reaches every entry of its table through
+// OpCall::table, in order, from every tile (stitched programs' contract):
+// entries 1..5 hold 1, 2, 4, 8, 16 and tile t writes sum(k * entry k) + t
+// into the last entry; entry 0 is the anchor, a u8 scalar.
+TEST_F(RuntimeGpuTest, TableTaskReadsItsWholeTableFromEveryTile) {
+  const char* pack = R"(gpuos_pack: 1
+name: test.table
+version: 0.1.0
+operators:
+  - name: table_sum
+    version: 1.0.0
+    kind: custom
+    description: out[t] = sum over entries 1..count-2 of k * (its first float) + t, out = entry count-1.
+    dtypes: [u8]
+    inputs: []
+    outputs: [{name: table}]
+    attributes: [{name: count, type: i64}]
+    body: |
+      (void)table;
+      if (ctx.thread_index() != 0) return;
+      const ::gpuos::device::TensorDesc* entries = ctx.call().table;
+      float sum = static_cast<float>(ctx.begin());
+      for (long long k = 1; k + 1 < count; ++k) {
+        sum += static_cast<float>(k) * *reinterpret_cast<const float*>(entries[k].data);
+      }
+      reinterpret_cast<float*>(entries[count - 1].data)[ctx.begin()] = sum;
+)";
+  auto parsed = registry::ParsePack(pack, "runtime_gpu_test.cpp");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  RuntimeConfig config;
+  config.operators = parsed->operators;
+  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
+  OPEN_OR_SKIP(runtime, OpenConfig(config));
+  std::vector<DeviceTensor> values;
+  for (float v : {1.0f, 2.0f, 4.0f, 8.0f, 16.0f}) {
+    auto t = Upload(*runtime, {v});
+    ASSERT_TRUE(t.ok());
+    values.push_back(*t);
+  }
+  auto out = Upload(*runtime, Filled(4, std::nanf("")));
+  ASSERT_TRUE(out.ok());
+  const auto entry = [](std::uint64_t address) {
+    device::TensorDesc d = {};
+    d.data = address;
+    d.dtype = device::kDTypeU8;
+    d.numel = 1;
+    return d;
+  };
+  std::vector<device::TensorDesc> table = {entry(out->buffer.address)};
+  for (const DeviceTensor& v : values) table.push_back(entry(v.buffer.address));
+  table.push_back(entry(out->buffer.address));
+  TaskGraph graph(*runtime);
+  TaskOptions options;
+  options.work_items = 4;
+  options.tiles = 4;
+  ASSERT_TRUE(
+      graph.AddTableTask("table_sum", DType::kU8, table, {{"count", "7"}}, {}, options).ok());
+  EXPECT_EQ(graph.tensors().size(), table.size());  // its own entries, in order
+  for (std::size_t k = 0; k < table.size(); ++k) {
+    EXPECT_EQ(graph.tensors()[k].data, table[k].data) << k;
+  }
+  auto done = runtime->Submit(graph);
+  ASSERT_TRUE(done.ok());
+  ASSERT_OK(done->Wait(std::chrono::seconds(10)));
+  auto got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  const float sum = 1 * 1.0f + 2 * 2.0f + 3 * 4.0f + 4 * 8.0f + 5 * 16.0f;  // 129
+  EXPECT_EQ(*got, (std::vector<float>{sum, sum + 1, sum + 2, sum + 3}));
 }
 
 }  // namespace

@@ -215,6 +215,25 @@ TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {
   ExpectCompiles(*program);
 }
 
+// Regression: two views of one buffer with strides (10, 1) and sizes (2, 5)
+// at offsets 0 and 8 share elements 10-12 (b's second row spills past the
+// radix of 10), so the reader of one must wait for the writer of the other.
+TEST_F(StitchedProgramTest, ViewsThatSpillPastTheRadixOverlap) {
+  StitchDesc desc;
+  desc.num_buffers = 3;
+  desc.tasks.push_back(Task("relu", {Dense(0, {2, 5}), View(1, {2, 5}, {10, 1}, 0)}));
+  desc.tasks.push_back(Task("relu", {View(1, {2, 5}, {10, 1}, 8), Dense(2, {2, 5})}));
+  auto program = StitchProgram(desc);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  EXPECT_EQ(program->stages[1].waits, std::vector<std::uint32_t>{0});
+  // At offset 5 instead, b is the other half of each row (5-9, 15-19):
+  // their byte ranges meet, the elements do not.
+  desc.tasks[1].tensors[0] = View(1, {2, 5}, {10, 1}, 5);
+  auto disjoint = StitchProgram(desc);
+  ASSERT_TRUE(disjoint.ok()) << disjoint.status().ToString();
+  EXPECT_TRUE(disjoint->stages[1].waits.empty());
+}
+
 TEST_F(StitchedProgramTest, ElementwiseTasksComposeTheirOperatorsCode) {
   StitchDesc desc;
   desc.num_buffers = 4;
@@ -271,6 +290,11 @@ TEST_F(StitchedProgramTest, RefusesWhatItHasNoStageCodeFor) {
   broadcast_out.num_buffers = 2;
   broadcast_out.tasks.push_back(Task("relu", {Dense(0, {4, 8}), View(1, {4, 8}, {0, 1})}));
   refused(broadcast_out, "output broadcasts");
+  StitchDesc broadcast_product;
+  broadcast_product.num_buffers = 3;
+  broadcast_product.tasks.push_back(
+      Task("matmul", {Dense(0, {4, 8}), Dense(1, {8, 2}), View(2, {4, 2}, {0, 1})}));
+  refused(broadcast_product, "output broadcasts");
   StitchDesc empty;
   empty.num_buffers = 1;
   refused(empty, "no tasks");

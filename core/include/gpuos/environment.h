@@ -26,6 +26,8 @@
 #include <optional>
 #include <string>
 
+#include "gpuos/status.h"
+
 namespace gpuos {
 
 // Value of `name` when set and non-empty.
@@ -33,6 +35,12 @@ std::optional<std::string> GetEnv(const char* name);
 
 // Whether the diagnostic switch `name` is on: set, non-empty and not "0".
 bool EnvFlagOn(const char* name);
+
+// The value of `name` as a decimal integer in [min, max]; nullopt when unset
+// or empty. InvalidArgument for other text: "<name> must be <what> from
+// <min> to <max>; got '<text>'".
+Expected<std::optional<long long>> GetEnvInteger(const char* name, long long min, long long max,
+                                                 const std::string& what);
 
 // The user's gpuos data directory: $XDG_DATA_HOME/gpuos, else
 // $HOME/.local/share/gpuos. Not created.

@@ -133,9 +133,10 @@ Expected<TaskId> TaskGraph::AddTableTask(const std::string& op, DType dtype,
       return InvalidArgument(what + " entry " + std::to_string(k) + ": rank or dtype out of range");
     }
   }
+  const std::size_t before = tensors_.size();
   GPUOS_ASSIGN_OR_RETURN(const TaskId id, Add(op, dtype, {table[0]}, attributes, deps, options));
   device::TaskDesc& task = tasks_[id];
-  if (static_cast<std::size_t>(task.tensors[0]) + 1 != tensors_.size()) {
+  if (tensors_.size() == before) {
     // table[0] matched an earlier task's descriptor: the table needs its own.
     tensors_.push_back(table[0]);
     task.tensors[0] = static_cast<int>(tensors_.size() - 1);

@@ -1,6 +1,5 @@
 #include "bridge_runtime.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -20,17 +19,9 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
   runtime::RuntimeConfig config;
   config.device = options.device;
   config.trace_capacity = options.trace_capacity;
-  if (const auto blocks = GetEnv("GPUOS_TORCH_BLOCKS")) {
-    char* end = nullptr;
-    const unsigned long value = std::strtoul(blocks->c_str(), &end, 10);
-    if (*end != 0 || value == 0 || value > 4096) {
-      return InvalidArgument(
-          "GPUOS_TORCH_BLOCKS must be a worker block count from 1 to 4096 "
-          "(unset: one per SM); got '" +
-          *blocks + "'");
-    }
-    config.blocks = static_cast<unsigned int>(value);
-  }
+  GPUOS_ASSIGN_OR_RETURN(const auto blocks,
+                         GetEnvInteger("GPUOS_TORCH_BLOCKS", 1, 4096, "a worker block count"));
+  if (blocks) config.blocks = static_cast<unsigned int>(*blocks);
   if (!options.repository_path.empty()) {
     config.repository_path = options.repository_path;
     return runtime::Runtime::Open(config);
@@ -78,17 +69,9 @@ Expected<std::unique_ptr<Program>> Program::Create(runtime::Runtime& runtime,
 }
 
 Expected<std::chrono::microseconds> HostWaitBudget() {
-  const auto text = GetEnv("GPUOS_TORCH_HOST_WAIT_US");
-  if (!text) return std::chrono::microseconds(kDefaultHostWaitUs);
-  char* end = nullptr;
-  const long long value = std::strtoll(text->c_str(), &end, 10);
-  if (*end != 0 || value < 0 || value > 100000) {
-    return InvalidArgument(
-        "GPUOS_TORCH_HOST_WAIT_US must be a number of microseconds from 0 to 100000 (0: never "
-        "wait on the host; unset: " +
-        std::to_string(kDefaultHostWaitUs) + "); got '" + *text + "'");
-  }
-  return std::chrono::microseconds(value);
+  GPUOS_ASSIGN_OR_RETURN(const auto value, GetEnvInteger("GPUOS_TORCH_HOST_WAIT_US", 0, 100000,
+                                                         "a number of microseconds"));
+  return std::chrono::microseconds(value.value_or(kDefaultHostWaitUs));
 }
 
 Expected<std::unique_ptr<Program>> Program::CreateStitched(runtime::Runtime& runtime,
@@ -145,19 +128,31 @@ Expected<Program*> Program::Fallback() {
   return fallback_.get();
 }
 
+Status Program::ZeroCounters() {
+  const std::vector<unsigned char> zeros(counters_.bytes, 0);
+  return runtime_->CopyToDevice(counters_.address, zeros.data(), zeros.size())
+      .WithContext("zeroing the stitched program's counters");
+}
+
+Status Program::Finished(const runtime::Future& run) {
+  const Status status = run.Wait(std::chrono::microseconds(0));
+  // A failed run of a stitched program may leave counts behind (a wait that
+  // timed out): the next run starts from zero.
+  if (!status.ok() && stitched_) GPUOS_RETURN_IF_ERROR(ZeroCounters());
+  return status;
+}
+
 Status Program::AwaitPreviousStitchedRun() {
   while (!pending_.empty()) {
     const runtime::Future previous = pending_.front();
+    const Status waited = previous.Wait();
+    // Not finished (the wait's limit, or the watchdog reporting a long
+    // task): it stays pending, and its counters are left alone; the next
+    // launch waits for it again.
+    if (!waited.ok() && !previous.Ready())
+      return waited.WithContext("an earlier run of this program");
     pending_.pop_front();
-    const Status status = previous.Wait();
-    if (status.ok()) continue;
-    // A failed run may leave counts behind (a wait that timed out): the
-    // next run starts from zero.
-    const std::vector<unsigned char> zeros(counters_.bytes, 0);
-    const Status zeroed = runtime_->CopyToDevice(counters_.address, zeros.data(), zeros.size());
-    pending_.clear();
-    if (!zeroed.ok()) return zeroed.WithContext("zeroing the stitched program's counters");
-    return status.WithContext("an earlier run of this program");
+    GPUOS_RETURN_IF_ERROR(Finished(previous).WithContext("an earlier run of this program"));
   }
   return Status::Ok();
 }
@@ -195,8 +190,7 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   while (!pending_.empty() && pending_.front().Ready()) {
     const runtime::Future previous = pending_.front();
     pending_.pop_front();
-    GPUOS_RETURN_IF_ERROR(
-        previous.Wait(std::chrono::microseconds(0)).WithContext("an earlier run of this program"));
+    GPUOS_RETURN_IF_ERROR(Finished(previous).WithContext("an earlier run of this program"));
   }
   reclaim.Stop();
   StepTimer bind(LaunchStep::kBind);
@@ -228,16 +222,19 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   host.Stop();
   if (finished) {
     pending_.pop_back();
-    return launched.Wait(std::chrono::microseconds(0));
+    return Finished(launched);
   }
   StepTimer wait(LaunchStep::kStreamWait);
   const Status ordered = runtime_->StreamWaitFor(stream, launched);
   wait.Stop();
   if (ordered.code() != StatusCode::kFailedPrecondition) return ordered;
   // A device without 64-bit stream memory operations: the stream cannot
-  // wait on the device, so the host waits for the results instead.
+  // wait on the device, so the host waits for the results instead (a run
+  // still going after the wait's limit stays pending).
+  const Status waited = launched.Wait();
+  if (!waited.ok() && !launched.Ready()) return waited;
   pending_.pop_back();
-  return launched.Wait();
+  return Finished(launched);
 }
 
 }  // namespace gpuos::torch_bridge

@@ -93,9 +93,14 @@ class Program {
       : runtime_(&runtime), graph_(runtime), num_buffers_(num_buffers) {}
 
   Status Bind(const unsigned long long* addresses, std::uint32_t num_buffers);
-  // Waits for the previous run of a stitched program; after a failed one,
-  // zeroes the counters again before reporting its error.
+  // Waits for the previous run of a stitched program and reports its error
+  // (Finished); one that is still running after the wait's limit stays
+  // pending and its error is returned.
   Status AwaitPreviousStitchedRun();
+  // The error of finished run `run`; for a stitched program that failed,
+  // the counters are zeroed first.
+  Status Finished(const runtime::Future& run);
+  Status ZeroCounters();
   // The unstitched program of a stitched one, built on first use.
   Expected<Program*> Fallback();
 

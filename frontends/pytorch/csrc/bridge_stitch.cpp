@@ -1,6 +1,5 @@
 #include "bridge_stitch.h"
 
-#include <cstdlib>
 #include <deque>
 #include <map>
 #include <string>
@@ -62,16 +61,10 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
   registry::StitchDesc desc;
   desc.num_buffers = spec.num_buffers;
   desc.worker_blocks = runtime.worker_blocks();
-  if (const auto blocks = GetEnv("GPUOS_STITCH_BLOCKS")) {
-    // A diagnostic: the block count the tiles per stage are chosen for.
-    char* end = nullptr;
-    const unsigned long value = std::strtoul(blocks->c_str(), &end, 10);
-    if (*end != 0 || value < 1 || value > 4096) {
-      return InvalidArgument("GPUOS_STITCH_BLOCKS must be a block count from 1 to 4096; got '" +
-                             *blocks + "'");
-    }
-    desc.worker_blocks = static_cast<unsigned int>(value);
-  }
+  // A diagnostic: the block count the tiles per stage are chosen for.
+  GPUOS_ASSIGN_OR_RETURN(const auto blocks,
+                         GetEnvInteger("GPUOS_STITCH_BLOCKS", 1, 4096, "a block count"));
+  if (blocks) desc.worker_blocks = static_cast<unsigned int>(*blocks);
   std::deque<registry::OperatorSpec> fused;  // stable addresses for desc's pointers
   for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
     const TaskSpec& task = spec.tasks[i];
@@ -114,8 +107,11 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
   if (!runtime.Resolve(program->op.name, DType::kU8).ok()) {
     runtime::LiveOperator live;
     live.current = program->op;
-    GPUOS_RETURN_IF_ERROR(
-        runtime.Update({live}).status().WithContext("serving the stitched operator"));
+    auto served = runtime.Update({live});
+    if (!served.ok()) {  // the active image keeps serving: run unstitched
+      attempt.reason = "serving the stitched operator failed: " + served.status().message();
+      return attempt;
+    }
   }
   attempt.program = std::move(*program);
   return attempt;

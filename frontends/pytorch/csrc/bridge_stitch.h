@@ -33,8 +33,9 @@ struct StitchAttempt {
 // (their stage code computes what those compute), and StitchProgram takes
 // the program. The stitched operator is served (one Runtime::Update, an
 // epoch switch) unless `runtime` serves it already. A program that cannot
-// be stitched is not an error: `reason` says why. Errors: the update's (the
-// active image keeps serving).
+// be stitched, or whose operator fails to build or to be served (the
+// active image keeps serving), is not an error: `reason` says why. Errors:
+// a bad GPUOS_STITCH_BLOCKS.
 Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec& spec);
 
 }  // namespace gpuos::torch_bridge

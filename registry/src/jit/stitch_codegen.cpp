@@ -81,6 +81,12 @@ void Operand3(SourceWriter& w, const std::string& prefix, const Strided3& s) {
   Constant(w, "long long", "k" + prefix + "Sb", I(s.s0) + "ll");
 }
 
+void Operand1(SourceWriter& w, const std::string& prefix, const Strided1& s) {
+  Constant(w, "int", "k" + prefix, I(s.buffer));
+  Constant(w, "long long", "k" + prefix + "Off", I(s.offset) + "ll");
+  Constant(w, "long long", "k" + prefix + "S", I(s.stride) + "ll");
+}
+
 void WaitLambda(SourceWriter& w, const std::vector<Stage>& stages, const Stage& stage) {
   if (stage.waits.empty()) {
     w.Line("  const ::gpuos::device::stitch::NoWait wait;");
@@ -114,12 +120,8 @@ void MatmulCode(SourceWriter& w, const MatmulStage& mm) {
   Constant(w, "double", "kBeta", DoubleLiteral(mm.beta));
   Constant(w, "int", "kNorm", I(mm.norm));
   Constant(w, "double", "kEps", DoubleLiteral(mm.eps));
-  Constant(w, "int", "kG", I(mm.norm_weight.buffer));
-  Constant(w, "long long", "kGOff", I(mm.norm_weight.offset) + "ll");
-  Constant(w, "long long", "kGS", I(mm.norm_weight.stride) + "ll");
-  Constant(w, "int", "kH", I(mm.norm_bias.buffer));
-  Constant(w, "long long", "kHOff", I(mm.norm_bias.offset) + "ll");
-  Constant(w, "long long", "kHS", I(mm.norm_bias.stride) + "ll");
+  Operand1(w, "G", mm.norm_weight);
+  Operand1(w, "H", mm.norm_bias);
   Constant(w, "int", "kAct", I(mm.activation));
   Constant(w, "bool", "kResidual", mm.residual ? "true" : "false");
   Operand3(w, "R", mm.r);
@@ -151,12 +153,8 @@ void RowsCode(SourceWriter& w, const RowsStage& rows) {
   Constant(w, "int", "kOut", I(rows.out.buffer));
   Constant(w, "long long", "kOutOff", I(rows.out.offset) + "ll");
   Constant(w, "long long", "kOutSL", I(rows.out.element_stride) + "ll");
-  Constant(w, "int", "kG", I(rows.weight.buffer));
-  Constant(w, "long long", "kGOff", I(rows.weight.offset) + "ll");
-  Constant(w, "long long", "kGS", I(rows.weight.stride) + "ll");
-  Constant(w, "int", "kH", I(rows.bias.buffer));
-  Constant(w, "long long", "kHOff", I(rows.bias.offset) + "ll");
-  Constant(w, "long long", "kHS", I(rows.bias.stride) + "ll");
+  Operand1(w, "G", rows.weight);
+  Operand1(w, "H", rows.bias);
   Constant(w, "double", "kEps", DoubleLiteral(rows.eps));
   Constant(w, "int", "kAct", I(rows.activation));
   Constant(w, "bool", "kParametersReady", rows.parameters_ready ? "true" : "false");

@@ -3,7 +3,7 @@
 // the byte ranges the stages read and write, then the operator spec
 // (stitch_codegen.cpp writes its code).
 #include <algorithm>
-#include <charconv>
+#include <bit>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,43 +44,31 @@ Status Refuse(const std::string& where, const std::string& why) {
   return FailedPrecondition(where + ": cannot be stitched: " + why);
 }
 
-// The text of attribute `name`: given, else the operator's default.
-Expected<std::string> AttributeText(const StitchTask& task, const std::string& name,
-                                    const std::string& where) {
-  for (const auto& [key, value] : task.attributes) {
-    if (key == name) return value;
+// A task's attribute values, checked and decoded by EncodeAttributeSlots
+// (defaults, types, ranges): the rules every task of the runtime follows.
+class AttributeValues {
+ public:
+  static Expected<AttributeValues> Of(const StitchTask& task, const std::string& where) {
+    auto slots = EncodeAttributeSlots(*task.op, task.attributes);
+    if (!slots.ok()) return slots.status().WithContext(where);
+    return AttributeValues(task.op, std::move(*slots));
   }
-  for (const AttributeParam& a : task.op->attributes) {
-    if (a.name == name && a.default_value) return *a.default_value;
-  }
-  return InvalidArgument(where + ": attribute '" + name + "' is missing and has no default");
-}
+  // REQUIRES: the operator declares `name` (the stage code's operators do).
+  double Double(const std::string& name) const { return std::bit_cast<double>(Slot(name)); }
+  long long Int(const std::string& name) const { return static_cast<long long>(Slot(name)); }
 
-Expected<double> AttributeDouble(const StitchTask& task, const std::string& name,
-                                 const std::string& where) {
-  GPUOS_ASSIGN_OR_RETURN(const std::string text, AttributeText(task, name, where));
-  double value = 0;
-  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
-  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return InvalidArgument(where + ": attribute '" + name + "' = '" + text + "' is not a number");
+ private:
+  AttributeValues(const OperatorSpec* op, std::vector<std::uint64_t> slots)
+      : op_(op), slots_(std::move(slots)) {}
+  std::uint64_t Slot(const std::string& name) const {
+    for (std::size_t k = 0; k < op_->attributes.size(); ++k) {
+      if (op_->attributes[k].name == name) return slots_[k];
+    }
+    return 0;
   }
-  return value;
-}
-
-Expected<long long> AttributeInt(const StitchTask& task, const std::string& name,
-                                 const std::string& where) {
-  GPUOS_ASSIGN_OR_RETURN(const std::string text, AttributeText(task, name, where));
-  if (text == "true") return 1;
-  if (text == "false") return 0;
-  long long value = 0;
-  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
-  auto [end, ec] = std::from_chars(begin, text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return InvalidArgument(where + ": attribute '" + name + "' = '" + text + "' is not an integer");
-  }
-  return value;
-}
+  const OperatorSpec* op_;
+  std::vector<std::uint64_t> slots_;
+};
 
 long long Numel(const std::vector<long long>& sizes) {
   long long n = 1;
@@ -100,6 +88,18 @@ Strided3 ProductOperand(const StitchView& v) {
   s.s0 = r == 3 && v.sizes[0] != 1 ? v.strides[0] : 0;
   return s;
 }
+
+// Whether a view repeats an element along a dimension (stride 0, size > 1):
+// an output like that would have several threads write one element.
+bool Broadcasts(const StitchView& v) {
+  for (std::size_t d = 0; d < v.sizes.size(); ++d) {
+    if (v.strides[d] == 0 && v.sizes[d] > 1) return true;
+  }
+  return false;
+}
+
+constexpr std::string_view kBroadcastOutput =
+    "the output broadcasts (a stride of 0): elements would race";
 
 class Planner {
  public:
@@ -167,26 +167,32 @@ class Planner {
     return Range{v.buffer, low * item, (high + 1) * item, v};
   }
 
-  // Whether two views with the same strides (a layout whose strides each
-  // exceed the span of the smaller ones, as slices of one tensor have) are
-  // disjoint: b's offset is a's moved by whole indices, and along some
-  // dimension their index ranges do not meet (the two parts of a cat).
+  // Whether two views with the same strides are disjoint, proven as for
+  // slices of one tensor: the strides form a mixed radix (each divides the
+  // next larger one, which holds the smaller one's whole range for both
+  // views), b's offset is a's moved by whole indices that keep b inside
+  // that radix, and along some dimension their index ranges do not meet
+  // (the two parts of a cat). Then every element has one index in the
+  // radix, so the views share none. False when not proven.
   static bool ProvenDisjoint(const StitchView& a, const StitchView& b) {
     if (a.strides != b.strides || a.dtype != b.dtype || a.sizes.size() != b.sizes.size()) {
       return false;
     }
-    std::vector<std::size_t> dims;
+    std::vector<std::size_t> dims;  // by stride, largest first
     for (std::size_t d = 0; d < a.strides.size(); ++d) {
       if (a.strides[d] <= 0) return false;
       dims.push_back(d);
     }
+    if (dims.empty()) return false;
     std::sort(dims.begin(), dims.end(),
               [&](std::size_t x, std::size_t y) { return a.strides[x] > a.strides[y]; });
-    long long inner = 1;  // each stride must exceed the extent of the smaller ones
-    for (std::size_t i = dims.size(); i-- > 0;) {
-      const std::size_t d = dims[i];
-      if (a.strides[d] < inner) return false;
-      inner = a.strides[d] * std::max(a.sizes[d], b.sizes[d]);
+    // radix[d]: how many steps of dimension d fit under the next larger stride.
+    std::vector<long long> radix(a.sizes.size(), 0);
+    for (std::size_t i = 1; i < dims.size(); ++i) {
+      const long long outer = a.strides[dims[i - 1]], stride = a.strides[dims[i]];
+      if (outer % stride != 0) return false;
+      radix[dims[i]] = outer / stride;
+      if (std::max(a.sizes[dims[i]], b.sizes[dims[i]]) > radix[dims[i]]) return false;
     }
     long long delta = b.offset - a.offset;
     std::vector<long long> shift(a.sizes.size(), 0);
@@ -197,6 +203,9 @@ class Planner {
       delta -= q * a.strides[d];
     }
     if (delta != 0) return false;
+    for (std::size_t i = 1; i < dims.size(); ++i) {  // b inside the radix
+      if (shift[dims[i]] + b.sizes[dims[i]] > radix[dims[i]]) return false;
+    }
     for (std::size_t d = 0; d < a.sizes.size(); ++d) {
       if (shift[d] >= a.sizes[d] || shift[d] + b.sizes[d] <= 0) return true;
     }
@@ -313,6 +322,7 @@ class Planner {
     if ((rank != 2 && rank != 3) || a.sizes.size() != rank || b.sizes.size() != rank) {
       return Refuse(where, "matrix products of rank 2 or 3 only");
     }
+    if (Broadcasts(out)) return Refuse(where, std::string(kBroadcastOutput));
     MatmulStage mm;
     mm.batch = rank == 3 ? out.sizes[0] : 1;
     mm.m = out.sizes[rank - 2];
@@ -330,9 +340,10 @@ class Planner {
     Access access;
     access.reads = {RangeOf(a), RangeOf(b)};
     access.writes = {RangeOf(out)};
+    GPUOS_ASSIGN_OR_RETURN(const AttributeValues attributes, AttributeValues::Of(task, where));
     if (with_bias) {
-      GPUOS_ASSIGN_OR_RETURN(mm.alpha, AttributeDouble(task, "alpha", where));
-      GPUOS_ASSIGN_OR_RETURN(mm.beta, AttributeDouble(task, "beta", where));
+      mm.alpha = attributes.Double("alpha");
+      mm.beta = attributes.Double("beta");
       mm.bias = mm.beta != 0.0;
       if (mm.bias) {
         const StitchView& c = t[2];
@@ -352,10 +363,10 @@ class Planner {
       }
     }
     if (fused) {
-      GPUOS_ASSIGN_OR_RETURN(const long long norm, AttributeInt(task, "norm", where));
-      GPUOS_ASSIGN_OR_RETURN(mm.eps, AttributeDouble(task, "eps", where));
-      GPUOS_ASSIGN_OR_RETURN(const long long activation, AttributeInt(task, "activation", where));
-      GPUOS_ASSIGN_OR_RETURN(const long long residual, AttributeInt(task, "add_residual", where));
+      const long long norm = attributes.Int("norm");
+      mm.eps = attributes.Double("eps");
+      const long long activation = attributes.Int("activation");
+      const long long residual = attributes.Int("add_residual");
       if (norm < 0 || norm > 4 || activation < 0 || activation > 3 || residual < 0 ||
           residual > 1) {
         return Refuse(where,
@@ -479,6 +490,7 @@ class Planner {
     if (in.sizes.empty() || in.sizes != out.sizes) {
       return Refuse(where, "input and output must have one shape of rank 1 or more");
     }
+    if (Broadcasts(out)) return Refuse(where, std::string(kBroadcastOutput));
     RowsStage rows;
     rows.kind = name == "layer_norm" ? 0 : name == "rms_norm" ? 1 : name == "softmax" ? 2 : 3;
     rows.length = in.sizes.back();
@@ -492,8 +504,9 @@ class Planner {
     Access access;
     access.reads = {RangeOf(in)};
     access.writes = {RangeOf(out)};
+    GPUOS_ASSIGN_OR_RETURN(const AttributeValues attributes, AttributeValues::Of(task, where));
     if (rows.kind <= 1) {
-      GPUOS_ASSIGN_OR_RETURN(rows.eps, AttributeDouble(task, "eps", where));
+      rows.eps = attributes.Double("eps");
       const int params = rows.kind == 0 ? 2 : 1;
       for (int k = 1; k <= params; ++k) {
         if (t[k].sizes.size() != 1 || t[k].sizes[0] != rows.length) {
@@ -504,7 +517,7 @@ class Planner {
       rows.weight = Strided1{t[1].buffer, t[1].offset, t[1].strides[0]};
       if (rows.kind == 0) {
         rows.bias = Strided1{t[2].buffer, t[2].offset, t[2].strides[0]};
-        GPUOS_ASSIGN_OR_RETURN(const long long act, AttributeInt(task, "activation", where));
+        const long long act = attributes.Int("activation");
         if (act < 0 || act > 3) return Refuse(where, "activation out of range (0-3)");
         rows.activation = static_cast<int>(act);
       }
@@ -562,11 +575,7 @@ class Planner {
       ew.inputs.push_back(std::move(*view));
       access.reads.push_back(RangeOf(*in));
     }
-    for (std::size_t d = 0; d < out.sizes.size(); ++d) {
-      if (out.strides[d] == 0 && out.sizes[d] > 1) {
-        return Refuse(where, "the output broadcasts (a stride of 0): elements would race");
-      }
-    }
+    if (Broadcasts(out)) return Refuse(where, std::string(kBroadcastOutput));
     ew.out = ElementwiseView{out.buffer, out.offset, out.strides};
     access.writes.push_back(RangeOf(out));
     const long long target_tiles = TargetTiles();
@@ -620,7 +629,8 @@ class Planner {
     const std::vector<StitchView>& t = task.tensors;
     const StitchView& out = t.back();
     const long long rank = static_cast<long long>(out.sizes.size());
-    GPUOS_ASSIGN_OR_RETURN(long long dim, AttributeInt(task, "dim", where));
+    GPUOS_ASSIGN_OR_RETURN(const AttributeValues attributes, AttributeValues::Of(task, where));
+    long long dim = attributes.Int("dim");
     if (dim < 0) dim += rank;
     if (dim < 0 || dim >= rank) return Refuse(where, "dim out of range");
     long long start = 0;

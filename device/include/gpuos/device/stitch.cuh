@@ -22,6 +22,9 @@
 // every tile has passed its waits. So runs of one stitched program must not
 // overlap: the host starts a run only after the previous one finished.
 //
+// Only the persistent worker (queue_worker.cu) runs a stitched task: the
+// one-shot worker (worker.cu) does not split a task into tiles.
+//
 // Memory: every global load goes through L2 (ld.global.cg): the worker runs
 // for a long time, so neither L1 nor the read-only cache may hold a line
 // from an earlier run or stage (weights updated in place between calls,
