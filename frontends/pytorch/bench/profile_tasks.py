@@ -24,7 +24,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from collections import defaultdict
 
 os.environ.setdefault("GPUOS_TORCH_TRACE", str(1 << 20))
@@ -36,17 +35,6 @@ import trace_events  # noqa: E402
 import workloads  # noqa: E402
 
 import gpuos  # noqa: E402
-
-
-def _time_calls(fn, inputs, device, calls: int) -> list[float]:
-    stream = torch.cuda.current_stream(device)
-    wall = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn(*inputs)
-        stream.synchronize()
-        wall.append((time.perf_counter() - start) * 1e6)
-    return wall
 
 
 def _summarize(trace_path: str, calls: int) -> dict:
@@ -85,8 +73,8 @@ def main() -> int:
         inputs = case.make_inputs(device, generator)
         compiled = gpuos.compile(module)
         with torch.no_grad():
-            _time_calls(compiled, inputs, device, 10)
-            wall = _time_calls(compiled, inputs, device, args.calls)
+            trace_events.time_calls(compiled, inputs, device, 10)
+            wall = trace_events.time_calls(compiled, inputs, device, args.calls)
         trace_path = os.path.join(args.out, f"trace_{case.name.replace(' ', '_')}.json")
         gpuos.export_trace(trace_path)
         summary = _summarize(trace_path, args.calls)

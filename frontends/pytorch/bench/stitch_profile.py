@@ -20,7 +20,6 @@ import os
 import re
 import statistics
 import sys
-import time
 
 os.environ.setdefault("GPUOS_TORCH_TRACE", str(1 << 20))
 
@@ -51,16 +50,10 @@ def _profile(case, device, calls: int, out: str) -> dict:
         original(program)
 
     _runtime.STATS.note_program = remember
-    stream = torch.cuda.current_stream(device)
-    wall = []
     try:
         with torch.no_grad():
-            for i in range(calls + 10):
-                start = time.perf_counter()
-                compiled(*inputs)
-                stream.synchronize()
-                if i >= 10:
-                    wall.append((time.perf_counter() - start) * 1e6)
+            trace_events.time_calls(compiled, inputs, device, 10)
+            wall = trace_events.time_calls(compiled, inputs, device, calls)
     finally:
         _runtime.STATS.note_program = original
     note = next((n for n in notes if not n.startswith("not stitched")), "")

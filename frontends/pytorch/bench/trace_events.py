@@ -1,9 +1,11 @@
-"""Reading the Chrome trace that gpuos.export_trace writes (diagnostics of
-frontends/pytorch/bench: profile_tasks.py, task_chain_probe.py)."""
+"""Reading the Chrome trace that gpuos.export_trace writes, and timing calls
+the way the benchmark does (diagnostics of frontends/pytorch/bench:
+profile_tasks.py, stitch_profile.py, task_chain_probe.py)."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 
 
@@ -18,3 +20,18 @@ def newest_submissions(trace_path: str, count: int) -> dict:
         if e["args"]["sequence"] in newest:
             by_submission[e["args"]["sequence"]].append(e)
     return dict(by_submission)
+
+
+def time_calls(fn, inputs, device, calls: int) -> list[float]:
+    """Host wall time (us) of `calls` calls of fn(*inputs), each until
+    PyTorch's current stream of `device` is synchronized."""
+    import torch
+
+    stream = torch.cuda.current_stream(device)
+    wall = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn(*inputs)
+        stream.synchronize()
+        wall.append((time.perf_counter() - start) * 1e6)
+    return wall
