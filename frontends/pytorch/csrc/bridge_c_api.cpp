@@ -142,9 +142,9 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
       GPUOS_ASSIGN_OR_RETURN(auto attempt, bridge::StitchSpec(*runtime->runtime, spec));
       if (attempt.program) {
         note = attempt.program->op.name + " (" + attempt.program->op.description + ")";
-        GPUOS_ASSIGN_OR_RETURN(auto program,
-                               bridge::Program::CreateStitched(*runtime->runtime, std::move(spec),
-                                                               std::move(*attempt.program)));
+        GPUOS_ASSIGN_OR_RETURN(
+            auto program,
+            bridge::Program::CreateStitched(*runtime->runtime, std::move(spec), *attempt.program));
         program->set_stitch_note(std::move(note));
         *out = new GpuosTorchProgram{std::move(program)};
         return gpuos::Status::Ok();

@@ -74,9 +74,8 @@ Expected<std::chrono::microseconds> HostWaitBudget() {
   return std::chrono::microseconds(value.value_or(kDefaultHostWaitUs));
 }
 
-Expected<std::unique_ptr<Program>> Program::CreateStitched(runtime::Runtime& runtime,
-                                                           ProgramSpec spec,
-                                                           registry::StitchedProgram stitched) {
+Expected<std::unique_ptr<Program>> Program::CreateStitched(
+    runtime::Runtime& runtime, ProgramSpec spec, const registry::StitchedProgram& stitched) {
   std::unique_ptr<Program> program(new Program(runtime, spec.num_buffers));
   if (stitched.table_entries != spec.num_buffers + 1) {
     return Internal("the stitched program's table does not match the program's buffers");
@@ -110,7 +109,7 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(runtime::Runtime& run
     program->bindings_.push_back(binding);
   }
   (void)program->graph_.successors();
-  program->stitched_ = std::move(stitched);
+  program->stitched_ = true;
   program->spec_ = std::move(spec);
   return program;
 }

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +54,8 @@ class Program {
   // buffers. `spec` (fused tasks not yet named) is kept for the rare run
   // whose buffers are not 16-byte aligned, which runs an unstitched program
   // built at that run.
-  static Expected<std::unique_ptr<Program>> CreateStitched(runtime::Runtime& runtime,
-                                                           ProgramSpec spec,
-                                                           registry::StitchedProgram stitched);
+  static Expected<std::unique_ptr<Program>> CreateStitched(
+      runtime::Runtime& runtime, ProgramSpec spec, const registry::StitchedProgram& stitched);
   ~Program();
 
   // Binds the addresses and submits the graph ordered on `stream` (nullptr:
@@ -82,7 +80,7 @@ class Program {
 
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }
-  bool stitched() const { return stitched_.has_value(); }
+  bool stitched() const { return stitched_; }
   // The stitched operator and its stages, or why the program is not
   // stitched (set by the creator).
   const std::string& stitch_note() const { return stitch_note_; }
@@ -109,7 +107,7 @@ class Program {
   std::deque<runtime::Future> pending_;  // launched, not yet seen finished; oldest first
   std::vector<Binding> bindings_;
   std::uint32_t num_buffers_;
-  std::optional<registry::StitchedProgram> stitched_;
+  bool stitched_ = false;
   runtime::DeviceBuffer counters_;  // stitched: the stages' counters
   ProgramSpec spec_;                // stitched: for Fallback()
   std::unique_ptr<Program> fallback_;

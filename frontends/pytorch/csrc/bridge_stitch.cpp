@@ -14,18 +14,6 @@
 namespace gpuos::torch_bridge {
 namespace {
 
-// Operators whose stitched stage code is written by hand after the
-// built-in packs' versions (elementwise stages compose the served code).
-bool HasHandWrittenStage(const std::string& name) {
-  static const char* const kNames[] = {"addmm",       "baddbmm",    "fused_addmm", "matmul",
-                                       "bmm",         "layer_norm", "rms_norm",    "softmax",
-                                       "log_softmax", "cat"};
-  for (const char* n : kNames) {
-    if (name == n) return true;
-  }
-  return false;
-}
-
 // The built-in packs' operators by name (parsed once).
 const std::map<std::string, registry::OperatorSpec>& BuiltinOperators() {
   static const auto* const ops = [] {
@@ -85,7 +73,7 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
         attempt.reason = where + ": not served (" + ref.status().message() + ")";
         return attempt;
       }
-      if (HasHandWrittenStage(task.op) && !IsBuiltin(*ref->spec)) {
+      if (registry::HasOwnStageCode(task.op) && !IsBuiltin(*ref->spec)) {
         attempt.reason = where + ": the runtime serves version " + ref->spec->version.ToString() +
                          ", not the built-in one whose stage code stitching has";
         return attempt;

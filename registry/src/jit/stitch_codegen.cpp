@@ -75,10 +75,14 @@ void Constant(SourceWriter& w, const std::string& type, const std::string& name,
   w.Line("  static constexpr " + type + " " + name + " = " + value + ";");
 }
 
-void Operand3(SourceWriter& w, const std::string& prefix, const Strided3& s) {
+// kX, kXOff and the strides kXSb, kX<axis1>, kX<axis2> of operand X.
+void Operand3(SourceWriter& w, const std::string& prefix, const Strided3& s,
+              const std::string& axis1, const std::string& axis2) {
   Constant(w, "int", "k" + prefix, I(s.buffer));
   Constant(w, "long long", "k" + prefix + "Off", I(s.offset) + "ll");
   Constant(w, "long long", "k" + prefix + "Sb", I(s.s0) + "ll");
+  Constant(w, "long long", "k" + prefix + axis1, I(s.s1) + "ll");
+  Constant(w, "long long", "k" + prefix + axis2, I(s.s2) + "ll");
 }
 
 void Operand1(SourceWriter& w, const std::string& prefix, const Strided1& s) {
@@ -106,16 +110,10 @@ void MatmulCode(SourceWriter& w, const MatmulStage& mm) {
   Constant(w, "int", "kM", I(mm.m));
   Constant(w, "int", "kN", I(mm.n));
   Constant(w, "int", "kK", I(mm.k));
-  Operand3(w, "A", mm.a);
-  Constant(w, "long long", "kASm", I(mm.a.s1) + "ll");
-  Constant(w, "long long", "kASk", I(mm.a.s2) + "ll");
-  Operand3(w, "B", mm.b);
-  Constant(w, "long long", "kBSk", I(mm.b.s1) + "ll");
-  Constant(w, "long long", "kBSn", I(mm.b.s2) + "ll");
+  Operand3(w, "A", mm.a, "Sm", "Sk");
+  Operand3(w, "B", mm.b, "Sk", "Sn");
   Constant(w, "bool", "kBias", mm.bias ? "true" : "false");
-  Operand3(w, "C", mm.c);
-  Constant(w, "long long", "kCSm", I(mm.c.s1) + "ll");
-  Constant(w, "long long", "kCSn", I(mm.c.s2) + "ll");
+  Operand3(w, "C", mm.c, "Sm", "Sn");
   Constant(w, "double", "kAlpha", DoubleLiteral(mm.alpha));
   Constant(w, "double", "kBeta", DoubleLiteral(mm.beta));
   Constant(w, "int", "kNorm", I(mm.norm));
@@ -124,12 +122,8 @@ void MatmulCode(SourceWriter& w, const MatmulStage& mm) {
   Operand1(w, "H", mm.norm_bias);
   Constant(w, "int", "kAct", I(mm.activation));
   Constant(w, "bool", "kResidual", mm.residual ? "true" : "false");
-  Operand3(w, "R", mm.r);
-  Constant(w, "long long", "kRSm", I(mm.r.s1) + "ll");
-  Constant(w, "long long", "kRSn", I(mm.r.s2) + "ll");
-  Operand3(w, "O", mm.out);
-  Constant(w, "long long", "kOSm", I(mm.out.s1) + "ll");
-  Constant(w, "long long", "kOSn", I(mm.out.s2) + "ll");
+  Operand3(w, "R", mm.r, "Sm", "Sn");
+  Operand3(w, "O", mm.out, "Sm", "Sn");
   Constant(w, "bool", "kKFast", mm.k_fast ? "true" : "false");
   Constant(w, "int", "kVec", I(mm.vec));
   Constant(w, "int", "kBM", I(mm.bm));

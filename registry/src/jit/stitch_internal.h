@@ -92,7 +92,6 @@ struct Stage {
   Kind kind = Kind::kMatmul;
   std::string op;
   std::uint32_t task = 0;
-  DType dtype = DType::kF32;
   MatmulStage matmul;
   RowsStage rows;
   ElementwiseStage elementwise;

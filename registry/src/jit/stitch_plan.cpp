@@ -101,6 +101,17 @@ bool Broadcasts(const StitchView& v) {
 constexpr std::string_view kBroadcastOutput =
     "the output broadcasts (a stride of 0): elements would race";
 
+constexpr std::string_view kProducts[] = {"addmm", "baddbmm", "fused_addmm", "matmul", "bmm"};
+constexpr std::string_view kRowOperators[] = {"layer_norm", "rms_norm", "softmax", "log_softmax"};
+
+template <std::size_t N>
+bool OneOf(std::string_view name, const std::string_view (&names)[N]) {
+  for (std::string_view n : names) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
 class Planner {
  public:
   explicit Planner(const StitchDesc& desc) : desc_(desc) {}
@@ -288,13 +299,8 @@ class Planner {
     GPUOS_RETURN_IF_ERROR(CheckTask(index));
     const StitchTask& task = desc_.tasks[index];
     const std::string& name = task.op->name;
-    if (name == "addmm" || name == "baddbmm" || name == "fused_addmm" || name == "matmul" ||
-        name == "bmm") {
-      return AddMatmul(index);
-    }
-    if (name == "layer_norm" || name == "rms_norm" || name == "softmax" || name == "log_softmax") {
-      return AddRows(index);
-    }
+    if (OneOf(name, kProducts)) return AddMatmul(index);
+    if (OneOf(name, kRowOperators)) return AddRows(index);
     if (name == "cat") return AddCat(index);
     if (task.op->kind == OperatorKind::kElementwise) return AddElementwise(index);
     return Refuse(Where(index, task),
@@ -661,6 +667,10 @@ class Planner {
 };
 
 }  // namespace
+
+bool HasOwnStageCode(std::string_view name) {
+  return OneOf(name, kProducts) || OneOf(name, kRowOperators) || name == "cat";
+}
 
 Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   GPUOS_ASSIGN_OR_RETURN(std::vector<Stage> stages, Planner(desc).Run());

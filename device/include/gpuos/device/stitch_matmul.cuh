@@ -37,6 +37,15 @@ namespace gpuos {
 namespace device {
 namespace stitch {
 
+// The four values of `v` into out[0..3].
+template <typename C>
+__device__ __forceinline__ void Unpack4(const float4& v, C* out) {
+  out[0] = v.x;
+  out[1] = v.y;
+  out[2] = v.z;
+  out[3] = v.w;
+}
+
 // kVec values of b along K from `p` (consecutive when kVec = 4: b's K
 // stride is 1), or zeros when !in.
 template <typename T, int kVec>
@@ -48,10 +57,7 @@ __device__ __forceinline__ void LoadAlongK(const T* p, long long k_stride, bool 
     (void)k_stride;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (in) v = Load4(reinterpret_cast<const float*>(p));
-    out[0] = v.x;
-    out[1] = v.y;
-    out[2] = v.z;
-    out[3] = v.w;
+    Unpack4(v, out);
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) out[i] = in ? convert<C>(Load(p + i * k_stride)) : C(0);
@@ -242,11 +248,7 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
     for (int m = 0; m < P::kBM; ++m) {
       C av[kVec];
       if constexpr (kVec == 4) {
-        const float4 a4 = *reinterpret_cast<const float4*>(rows + m * P::kK + chunk * 4);
-        av[0] = a4.x;
-        av[1] = a4.y;
-        av[2] = a4.z;
-        av[3] = a4.w;
+        Unpack4(*reinterpret_cast<const float4*>(rows + m * P::kK + chunk * 4), av);
       } else {
 #pragma unroll
         for (int v = 0; v < kVec; ++v) av[v] = rows[m * P::kK + chunk * kVec + v];

@@ -94,6 +94,12 @@ struct StitchedProgram {
   std::vector<StitchStage> stages;
 };
 
+// Whether operator `name` has stage code written after the standard
+// operator of that name (products, row operators, cat) rather than composed
+// from the served operator's own code (elementwise): a caller stitches such
+// a task only when it runs the standard version.
+bool HasOwnStageCode(std::string_view name);
+
 // The stitched operator of `desc`. Errors: FailedPrecondition naming the
 // task, its operator and why it cannot be stitched (an operator or dtype
 // without stage code: every tensor must be f32; shapes the stage code does
