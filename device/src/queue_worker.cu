@@ -736,6 +736,8 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   unsigned int completed = 0;  // thread 0's count of tiles run, not yet flushed
   Completions completions;     // thread 0's
   BlockRecorder recorder;      // thread 0's
+  completions.recorder = &recorder;
+  unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
   if (threadIdx.x == 0) recorder.Begin(q);
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
   // others every 8th idle round. A last block that resumes after parking
@@ -761,6 +763,7 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
           next = kAgain;
         } else if (value != kNone) {
           next = kAdmit;
+          if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
         }
       }
       if (next == kIdle) {
@@ -802,6 +805,11 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     } else if (current == kAdmit) {
       const unsigned long long first = Admit(q, value);
       if (first != kNone) {
+        if (threadIdx.x == 0) {
+          const unsigned int slot = DecodeReady(first).slot;
+          recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,
+                              Volatile(q.sequences + slot));
+        }
         Invalidate(cache);
         RunChain(q, first, cache, scratch, &completed, &completions, &recorder);
       }

@@ -4,14 +4,17 @@
 // trace of a chain has one event per task. Skips where there is no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "gpuos/device/queue.h"
 #include "gpuos/registry/pack_loader.h"
 #include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
@@ -288,12 +291,43 @@ TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
 
   auto events = runtime->TraceEvents();
   ASSERT_TRUE(events.ok()) << events.status().ToString();
-  ASSERT_EQ(events->size(), static_cast<std::size_t>(kSteps + 4));
+  // Each submission has one admit and one complete record of the queue's
+  // own, before its first task starts and after its last one ends.
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> task_span;  // first start, last end
+  std::map<std::pair<std::uint64_t, std::string>, std::vector<const TraceEvent*>> queue_records;
+  for (const TraceEvent& e : *events) {
+    if (e.category == "queue") {
+      queue_records[{e.sequence, e.name}].push_back(&e);
+      continue;
+    }
+    EXPECT_EQ(e.category, "task");
+    auto [span, fresh] = task_span.try_emplace(e.sequence, e.start_ns, e.start_ns + e.duration_ns);
+    span->second.first = std::min(span->second.first, e.start_ns);
+    span->second.second = std::max(span->second.second, e.start_ns + e.duration_ns);
+  }
+  ASSERT_EQ(queue_records.size(), 4u);
+  for (const auto& future : {*first, *second}) {
+    const auto& admit = queue_records[{future.sequence(), "admit"}];
+    const auto& complete = queue_records[{future.sequence(), "complete"}];
+    ASSERT_EQ(admit.size(), 1u);
+    ASSERT_EQ(complete.size(), 1u);
+    EXPECT_LE(admit[0]->start_ns + admit[0]->duration_ns, task_span[future.sequence()].first);
+    EXPECT_GE(complete[0]->start_ns, task_span[future.sequence()].second);
+    EXPECT_EQ(admit[0]->task_id, device::kTraceNoTask);
+    EXPECT_FALSE(admit[0]->task_index.has_value());
+  }
+  ASSERT_EQ(events->size(), static_cast<std::size_t>(kSteps + 4 + 4));
   std::set<std::uint32_t> chain_tasks;
   std::set<std::uint32_t> tiles;
   const std::string version = runtime->Resolve("add", DType::kF32)->version.ToString();
   for (std::size_t i = 0; i < events->size(); ++i) {
     const TraceEvent& e = (*events)[i];
+    if (i > 0 && (*events)[i - 1].block == e.block) {
+      const TraceEvent& before = (*events)[i - 1];
+      EXPECT_LE(before.start_ns + before.duration_ns, e.start_ns)
+          << "events overlap on block " << e.block;
+    }
+    if (e.category == "queue") continue;
     EXPECT_EQ(e.name, "add f32");
     EXPECT_EQ(e.version, version);
     ASSERT_TRUE(e.task_index.has_value());
@@ -305,11 +339,6 @@ TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
       EXPECT_EQ(e.sequence, second->sequence());
       EXPECT_EQ(e.num_tiles, 4u);
       tiles.insert(e.tile);
-    }
-    if (i > 0 && (*events)[i - 1].block == e.block) {
-      const TraceEvent& before = (*events)[i - 1];
-      EXPECT_LE(before.start_ns + before.duration_ns, e.start_ns)
-          << "events overlap on block " << e.block;
     }
   }
   EXPECT_EQ(chain_tasks.size(), static_cast<std::size_t>(kSteps));

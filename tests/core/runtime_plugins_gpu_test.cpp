@@ -51,7 +51,7 @@ std::vector<std::uint32_t> StartOrder(const std::vector<TraceEvent>& events,
                                       std::uint64_t sequence) {
   std::vector<TraceEvent> mine;
   for (const TraceEvent& e : events) {
-    if (e.sequence == sequence) mine.push_back(e);
+    if (e.sequence == sequence && e.category == "task") mine.push_back(e);
   }
   std::sort(mine.begin(), mine.end(),
             [](const TraceEvent& a, const TraceEvent& b) { return a.start_ns < b.start_ns; });

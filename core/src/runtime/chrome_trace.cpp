@@ -51,7 +51,7 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events,
     if (!e->version.empty()) args["version"] = e->version;
     trace_events.push_back({{"ph", "X"},
                             {"name", e->name},
-                            {"cat", "task"},
+                            {"cat", e->category},
                             {"ts", Microseconds(e->start_ns - origin)},
                             {"dur", Microseconds(e->duration_ns)},
                             {"pid", process.pid},

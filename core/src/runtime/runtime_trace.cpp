@@ -58,12 +58,18 @@ Expected<std::vector<TraceEvent>> RuntimeImpl::TraceEvents() const {
       e.sequence =
           newest - static_cast<std::uint32_t>(static_cast<std::uint32_t>(newest) - r.sequence);
       e.task_id = r.task_id;
+      e.tile = r.tile;
+      e.num_tiles = r.num_tiles;
+      if (r.op == device::kTraceAdmitOp || r.op == device::kTraceCompleteOp) {
+        e.name = r.op == device::kTraceAdmitOp ? "admit" : "complete";
+        e.category = "queue";
+        events.push_back(std::move(e));
+        continue;
+      }
       if (const auto span = d.history.Find(e.sequence);
           span && r.task_id - span->first_task_id < span->task_count) {
         e.task_index = r.task_id - span->first_task_id;
       }
-      e.tile = r.tile;
-      e.num_tiles = r.num_tiles;
       const std::uint64_t grid =
           newest_grid -
           static_cast<std::uint32_t>(static_cast<std::uint32_t>(newest_grid) - r.generation);

@@ -4,7 +4,11 @@ gpuos (stitched), make --calls timed calls, export the task timeline and
 print per stage, as medians over the calls, in us from the call's first tile
 start: when its first tile started (was claimed), when its last tile
 started, when its last tile ended (the stage is done then), and the median
-tile length (which for a stage that waits includes the wait).
+tile length (which for a stage that waits includes the wait). For every
+case, stitched or not, also where the device's part of a call goes
+(trace_events.queue_breakdown: admission, tiles, completion) and the rest of
+the call's wall time (the host's part, the pick-up of the submission and the
+host's noticing its completion).
 
     python frontends/pytorch/bench/stitch_profile.py --out OUT [--calls 50]
 
@@ -58,13 +62,16 @@ def _profile(case, device, calls: int, out: str) -> dict:
         _runtime.STATS.note_program = original
     note = next((n for n in notes if not n.startswith("not stitched")), "")
     result = {"case": case.name, "wall_us": statistics.median(wall), "note": note}
+    path = os.path.join(out, "trace_" + re.sub(r"[^A-Za-z0-9_.-]", "_", case.name) + ".json")
+    gpuos.export_trace(path)
+    result["queue_us"] = trace_events.queue_breakdown(path, calls)
+    if "device" in result["queue_us"]:
+        result["queue_us"]["wall_minus_device"] = result["wall_us"] - result["queue_us"]["device"]
     if not note:
         result["stages"] = []
         result["why_not"] = notes
         return result
     stages = _stages(note)
-    path = os.path.join(out, "trace_" + re.sub(r"[^A-Za-z0-9_.-]", "_", case.name) + ".json")
-    gpuos.export_trace(path)
     per_stage = [{"first_start": [], "last_start": [], "end": [], "tile": []} for _ in stages]
     spans = []
     for tasks in trace_events.newest_submissions(path, calls).values():
@@ -94,21 +101,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for the JSON and traces")
     parser.add_argument("--calls", type=int, default=50, help="timed calls per case")
-    parser.add_argument("--case", help="one case name of workloads.py (default: all but chain100)")
+    parser.add_argument("--case", help="one case name of workloads.py (default: all)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("SKIPPED: needs a CUDA device", file=sys.stderr)
         return 0
     os.makedirs(args.out, exist_ok=True)
     device = torch.device("cuda", 0)
-    cases = [c for c in workloads.cases()
-             if (c.name == args.case if args.case else c.workload != "chain100_64x64_f32")]
+    cases = [c for c in workloads.cases() if not args.case or c.name == args.case]
     results = []
     for case in cases:
         r = _profile(case, device, args.calls, args.out)
         results.append(r)
         print(f"{case.name}: wall {r['wall_us']:.1f} us, device span "
               f"{r.get('device_span_us') or float('nan'):.1f} us")
+        print("    queue (us): " + ", ".join(f"{k} {v:.2f}" for k, v in r["queue_us"].items()))
         for s in r["stages"]:
             print(f"    {s['op']:12s} {s['tiles']:4d} tiles  first start {s['first_start']:6.1f}  "
                   f"last start {s['last_start']:6.1f}  done {s['end']:6.1f}  tile {s['tile']:5.2f}")

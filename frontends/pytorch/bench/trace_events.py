@@ -9,17 +9,53 @@ import time
 from collections import defaultdict
 
 
-def newest_submissions(trace_path: str, count: int) -> dict:
-    """The task records ("ph": "X" events) of the newest `count` submissions
-    of the trace, by submission sequence (timed calls: one submission each)."""
+def newest_submissions(trace_path: str, count: int, category: str = "task") -> dict:
+    """The records ("ph": "X" events) of category `category` ("task": tiles;
+    "queue": the admit and complete records) of the newest `count`
+    submissions of the trace, by submission sequence (timed calls: one
+    submission each)."""
     with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        events = [e for e in json.load(f)["traceEvents"]
+                  if e.get("ph") == "X" and e.get("cat") == category]
     newest = set(sorted({e["args"]["sequence"] for e in events})[-count:])
     by_submission = defaultdict(list)
     for e in events:
         if e["args"]["sequence"] in newest:
             by_submission[e["args"]["sequence"]].append(e)
     return dict(by_submission)
+
+
+def queue_breakdown(trace_path: str, count: int) -> dict:
+    """Medians (us) over the newest `count` submissions that have both queue
+    records of where the device's part of a submission goes: `admit` (claim
+    until its first task is about to start: reading the record, copying the
+    graph in), `to_first_tile` (claim until the first tile's start),
+    `tiles` (first tile start until last tile end), `to_count` (last tile
+    end until the last completion was counted), `complete` (counted until
+    the completion word was stored), `device` (claim until stored)."""
+    import statistics
+
+    tasks = newest_submissions(trace_path, count)
+    queue = newest_submissions(trace_path, count, "queue")
+    parts = defaultdict(list)
+    for sequence, records in queue.items():
+        admit = [r for r in records if r["name"] == "admit"]
+        complete = [r for r in records if r["name"] == "complete"]
+        tiles = tasks.get(sequence, [])
+        if len(admit) != 1 or len(complete) != 1 or not tiles:
+            continue
+        a, c = admit[0], complete[0]
+        first = min(t["ts"] for t in tiles)
+        last = max(t["ts"] + t["dur"] for t in tiles)
+        parts["admit"].append(a["dur"])
+        parts["to_first_tile"].append(first - a["ts"])
+        parts["tiles"].append(last - first)
+        parts["to_count"].append(c["ts"] - last)
+        parts["complete"].append(c["dur"])
+        parts["device"].append(c["ts"] + c["dur"] - a["ts"])
+    result = {k: statistics.median(v) for k, v in parts.items()}
+    result["submissions"] = len(parts["device"])
+    return result
 
 
 def time_calls(fn, inputs, device, calls: int) -> list[float]:

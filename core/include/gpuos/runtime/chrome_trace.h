@@ -28,6 +28,11 @@ struct TraceEvent {
   std::uint32_t num_tiles = 1;  // tiles of the task
   std::string name;             // "add f32", "cast f32->i64", "noop"
   std::string version;          // operator version, "" when unknown
+  // "task" for a task's tile; "queue" for the queue's own records of a
+  // submission: "admit" (from its claim until its first task starts) and
+  // "complete" (from its last task's count until the completion word is
+  // stored); their task_id is device::kTraceNoTask.
+  std::string category = "task";
 };
 
 struct ChromeTraceProcess {
@@ -38,7 +43,7 @@ struct ChromeTraceProcess {
 
 // The trace as JSON text: {"traceEvents": [...], "displayTimeUnit": "ns",
 // "otherData": {...}}. Each event is a complete event ("ph": "X") with
-// name, "cat": "task", ts and dur in microseconds (ts relative to the
+// name, "cat" (TraceEvent::category), ts and dur in microseconds (ts relative to the
 // earliest start, which otherData.origin_ns gives on the device clock),
 // pid = process.pid, tid = block, and args {task_id, task (when known),
 // sequence, tile, num_tiles, version}. Metadata events ("ph": "M") name the

@@ -166,6 +166,15 @@ struct alignas(16) TraceRecord {
 // What BlockActivity::op and TraceRecord::op hold: the logical operator id
 // when the task has one, else its slot with the top bit set (0 = no-op).
 constexpr unsigned int kTraceSlotBit = 0x80000000u;
+// TraceRecord::op of the queue's own records (no slot is this large): a
+// submission's admission (start: when a block claimed it; duration: until
+// its first task is about to start, the copy of its graph included) and its
+// completion (start: when its last task was counted; duration: until the
+// completion word was stored, after the system fence). Their task_id is
+// kTraceNoTask, their sequence the submission's.
+constexpr unsigned int kTraceAdmitOp = 0xfffffff0u;
+constexpr unsigned int kTraceCompleteOp = 0xfffffff1u;
+constexpr unsigned int kTraceNoTask = 0xffffffffu;
 GPUOS_HOST_DEVICE inline unsigned int TraceOperator(unsigned int logical_op, unsigned int opcode) {
   return logical_op != 0 ? logical_op : (opcode == 0 ? 0u : (opcode | kTraceSlotBit));
 }

@@ -220,29 +220,6 @@ __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int 
   atomicSub(&q.state->in_flight, 1u);
 }
 
-// Thread 0 of a block: tasks (and popped helper references) finished by the
-// block, counted locally and subtracted from their submission's `remaining`
-// in one atomic when the block moves to another submission or goes idle. A
-// submission completes when its count reaches zero.
-struct Completions {
-  unsigned int slot = kNoSlot;
-  unsigned int count = 0;
-
-  __device__ void Add(const Queue& q, unsigned int task_slot, unsigned int n) {
-    if (task_slot != slot) {
-      Flush(q);
-      slot = task_slot;
-    }
-    count += n;
-  }
-  __device__ void Flush(const Queue& q) {
-    if (count == 0) return;
-    __threadfence();  // the tasks' results before their completion
-    if (atomicSub(q.remaining + slot, count) == count) CompleteSubmission(q, slot);
-    count = 0;
-  }
-};
-
 // Thread 0 of a block: the block's part of the diagnostics. The watchdog's
 // BlockActivity costs one 16-byte store per task; the trace, when on, one
 // 32-byte record and its count per task (when off, one branch).
@@ -277,15 +254,22 @@ struct BlockRecorder {
   // When the started tile's operator has returned in every thread.
   __device__ void Finish(const Queue& q, const TaskDesc& task) {
     if (q.trace == nullptr || blockIdx.x >= q.diagnostic_blocks) return;
-    const unsigned long long elapsed = GlobalTimerNs() - start_ns;
+    Write(q, TraceOperator(task.logical_op, task.opcode), start_ns, task.task_id, sequence, tile,
+          task.num_tiles == 0 ? 1u : task.num_tiles);
+  }
+  // Appends a record lasting from `start` until now to the block's ring.
+  __device__ void Write(const Queue& q, unsigned int op, unsigned long long start,
+                        unsigned int task_id, unsigned int record_sequence, unsigned int tile_index,
+                        unsigned int num_tiles) {
+    const unsigned long long elapsed = GlobalTimerNs() - start;
     TraceRecord r;
-    r.start_ns = start_ns;
+    r.start_ns = start;
     r.duration_ns = elapsed > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(elapsed);
-    r.task_id = task.task_id;
-    r.sequence = sequence;
-    r.op = TraceOperator(task.logical_op, task.opcode);
-    r.tile = static_cast<unsigned short>(tile);
-    r.num_tiles = static_cast<unsigned short>(task.num_tiles == 0 ? 1u : task.num_tiles);
+    r.task_id = task_id;
+    r.sequence = record_sequence;
+    r.op = op;
+    r.tile = static_cast<unsigned short>(tile_index);
+    r.num_tiles = static_cast<unsigned short>(num_tiles);
     r.generation = static_cast<unsigned int>(q.generation);
     int4* at = reinterpret_cast<int4*>(
         q.trace + static_cast<unsigned long long>(blockIdx.x) * q.trace_per_block +
@@ -294,11 +278,49 @@ struct BlockRecorder {
     __stcg(at + 1, reinterpret_cast<const int4*>(&r)[1]);
     StoreVolatile(q.trace_counts + blockIdx.x, ++trace_count);
   }
+  // One of the queue's own records (kTraceAdmitOp, kTraceCompleteOp) of
+  // the submission with sequence `submission`, from `start` until now.
+  __device__ void QueueEvent(const Queue& q, unsigned int op, unsigned long long start,
+                             unsigned long long submission) {
+    if (q.trace == nullptr || blockIdx.x >= q.diagnostic_blocks) return;
+    Write(q, op, start, kTraceNoTask, static_cast<unsigned int>(submission), 0, 1);
+  }
   // When the block has nothing left to run.
   __device__ void Idle(const Queue& q) {
     if (blockIdx.x < q.diagnostic_blocks) {
       __stcg(reinterpret_cast<int4*>(q.activity + blockIdx.x), make_int4(0, 0, 0, 0));
     }
+  }
+};
+
+// Thread 0 of a block: tasks (and popped helper references) finished by the
+// block, counted locally and subtracted from their submission's `remaining`
+// in one atomic when the block moves to another submission or goes idle. A
+// submission completes when its count reaches zero.
+struct Completions {
+  unsigned int slot = kNoSlot;
+  unsigned int count = 0;
+  BlockRecorder* recorder = nullptr;  // records the completions it makes (tracing)
+
+  __device__ void Add(const Queue& q, unsigned int task_slot, unsigned int n) {
+    if (task_slot != slot) {
+      Flush(q);
+      slot = task_slot;
+    }
+    count += n;
+  }
+  __device__ void Flush(const Queue& q) {
+    if (count == 0) return;
+    __threadfence();  // the tasks' results before their completion
+    if (atomicSub(q.remaining + slot, count) == count) {
+      // Read before the completion: the slot may be reused right after it.
+      const bool traced = recorder != nullptr && q.trace != nullptr;
+      const unsigned long long counted_ns = traced ? GlobalTimerNs() : 0;
+      const unsigned long long sequence = traced ? Volatile(q.sequences + slot) : 0;
+      CompleteSubmission(q, slot);
+      if (traced) recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
+    }
+    count = 0;
   }
 };
 
