@@ -107,21 +107,72 @@ __device__ __forceinline__ bool InWindow(const BlockCache& cache, unsigned int t
   return task - cache.window_base < cache.window_count;
 }
 
-// Copies `count` 16-byte words from mapped host memory (never cached: the
-// staging arenas are reused) to device memory: the submission's tasks, then
-// tensors, then successors (4-byte words, widened), eight loads in flight per
-// thread so one pass costs about one PCIe round trip. Out of line: inlined
-// into a worker short of registers (GPUOS_OPERATOR_PRESERVE, op_call.cuh),
-// each loaded value was spilled as it arrived, the eight loads one round
-// trip after another.
-__device__ __noinline__ void CopySubmission(const Queue& q, const Submission& sub) {
+constexpr unsigned int kSlotWordsPerThread =
+    gpuos::device::kSubmissionSlotWords / gpuos::device::kWorkerThreads;
+static_assert(kSlotWordsPerThread * gpuos::device::kWorkerThreads ==
+                  gpuos::device::kSubmissionSlotWords,
+              "a ring slot is read in whole words per thread");
+
+// One thread: stores word `i` of submission `sub`'s graph (the inline
+// payload's order: tasks, tensors, then the successor entries four to a
+// word) into the device mirrors. The last word of a task descriptor holds
+// its dependency counter: the thread that stores it initializes the task's
+// NodeState too. Successor entry successor_count (the first root) goes to
+// *first_root.
+__device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission& sub,
+                                               unsigned int slot, unsigned int i, int4 v,
+                                               unsigned int* first_root) {
   const unsigned int task_words = sub.task_count * kTaskWords;
   const unsigned int tensor_words = sub.tensor_count * kTensorWords;
-  const unsigned int total = task_words + tensor_words + sub.successor_count;
+  if (i < task_words) {
+    reinterpret_cast<int4*>(q.tasks + sub.task_begin)[i] = v;
+    if (i % kTaskWords == kTaskWords - 1) {
+      // TaskDesc's last word: dependency_counter, successor_begin,
+      // successor_count, logical_op (abi.h checks the offset).
+      const unsigned int deps = static_cast<unsigned int>(v.x);
+      NodeState node;
+      node.pending = deps == kNoDependencyCounter ? 0u : deps;
+      node.tiles_next = 0;
+      node.tiles_done = 0;
+      node.submission = slot;
+      node.helper_tickets = 0;
+      node.reserved[0] = node.reserved[1] = node.reserved[2] = 0;
+      q.nodes[sub.task_begin + i / kTaskWords] = node;
+    }
+  } else if (i < task_words + tensor_words) {
+    reinterpret_cast<int4*>(q.tensors + sub.tensor_begin)[i - task_words] = v;
+  } else {
+    const unsigned int entries = sub.successor_count + sub.root_count;
+    const unsigned int first = (i - task_words - tensor_words) * 4;
+    const unsigned int values[4] = {static_cast<unsigned int>(v.x), static_cast<unsigned int>(v.y),
+                                    static_cast<unsigned int>(v.z),
+                                    static_cast<unsigned int>(v.w)};
+#pragma unroll
+    for (unsigned int k = 0; k < 4; ++k) {
+      const unsigned int e = first + k;
+      if (e >= entries) break;
+      q.successors[sub.successor_begin + e] = values[k];
+      if (e == sub.successor_count) *first_root = values[k];
+    }
+  }
+}
+
+// All threads: copies a graph staged in the arenas (one too large for its
+// ring slot) into the device mirrors, in StoreGraphWord's word order, eight
+// loads in flight per thread so one pass costs about one PCIe round trip.
+// Out of line: inlined into a worker short of registers
+// (GPUOS_OPERATOR_PRESERVE, op_call.cuh), each loaded value was spilled as
+// it arrived, the eight loads one round trip after another.
+__device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& sub,
+                                             unsigned int slot, unsigned int* first_root) {
+  const unsigned int task_words = sub.task_count * kTaskWords;
+  const unsigned int tensor_words = sub.tensor_count * kTensorWords;
+  const unsigned int entries = sub.successor_count + sub.root_count;
+  const unsigned int total = gpuos::device::SubmissionPayloadWords(sub.task_count,
+                                                                   sub.tensor_count, entries);
   const int4* tasks_in = reinterpret_cast<const int4*>(q.staged_tasks + sub.task_begin);
   const int4* tensors_in = reinterpret_cast<const int4*>(q.staged_tensors + sub.tensor_begin);
-  int4* tasks_out = reinterpret_cast<int4*>(q.tasks + sub.task_begin);
-  int4* tensors_out = reinterpret_cast<int4*>(q.tensors + sub.tensor_begin);
+  const unsigned int* entries_in = q.staged_successors + sub.successor_begin;
   constexpr unsigned int kInFlight = 8;
   for (unsigned int base = threadIdx.x; base < total; base += kInFlight * blockDim.x) {
     int4 v[kInFlight];
@@ -133,73 +184,46 @@ __device__ __noinline__ void CopySubmission(const Queue& q, const Submission& su
       } else if (i < task_words + tensor_words) {
         v[j] = __ldcv(tensors_in + (i - task_words));
       } else if (i < total) {
-        const unsigned int e = i - task_words - tensor_words;
-        v[j].x = static_cast<int>(__ldcv(q.staged_successors + sub.successor_begin + e));
+        const unsigned int first = (i - task_words - tensor_words) * 4;
+        int* parts = &v[j].x;
+#pragma unroll
+        for (unsigned int k = 0; k < 4; ++k) {
+          parts[k] = first + k < entries ? static_cast<int>(__ldcv(entries_in + first + k)) : 0;
+        }
       }
     }
 #pragma unroll
     for (unsigned int j = 0; j < kInFlight; ++j) {
       const unsigned int i = base + j * blockDim.x;
-      if (i < task_words) {
-        tasks_out[i] = v[j];
-      } else if (i < task_words + tensor_words) {
-        tensors_out[i - task_words] = v[j];
-      } else if (i < total) {
-        q.successors[sub.successor_begin + (i - task_words - tensor_words)] =
-            static_cast<unsigned int>(v[j].x);
-      }
+      if (i < total) StoreGraphWord(q, sub, slot, i, v[j], first_root);
     }
   }
 }
 
-// All threads (blockDim.x a multiple of 32): the exclusive prefix sum of
-// `value` over the block's threads in threadIdx order; the block's sum in
-// *total. Two barriers, the last one at the end.
-__device__ unsigned int BlockExclusiveSum(unsigned int value, unsigned int* total) {
-  __shared__ unsigned int warp_sums[gpuos::device::kWorkerThreads / 32];
-  const unsigned int lane = threadIdx.x & 31u;
-  const unsigned int warp = threadIdx.x >> 5;
-  unsigned int inclusive = value;
-#pragma unroll
-  for (unsigned int offset = 1; offset < 32; offset <<= 1) {
-    const unsigned int below = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += below;
-  }
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();
-  unsigned int before = inclusive - value;
-  unsigned int sum = 0;
-  for (unsigned int w = 0; w < blockDim.x / 32; ++w) {
-    if (w < warp) before += warp_sums[w];
-    sum += warp_sums[w];
-  }
-  *total = sum;
-  __syncthreads();  // warp_sums may be reused
-  return before;
-}
-
-__device__ __forceinline__ bool IsRoot(const Queue& q, unsigned int task) {
-  const unsigned int deps = q.tasks[task].dependency_counter;
-  return deps == 0 || deps == kNoDependencyCounter;
-}
-
 // All threads: copies submission `index` in, initializes its tasks, pushes
 // its roots but the first, which it returns (kNone when the graph is empty)
-// for the caller to run. Roots go into the ready ring in ascending task
-// order, the first (lowest) one run here: the host stages roots in the order
-// they should start (a scheduler plugin's, runtime_plugins.h). Only index %
-// submission_capacity (the ring slot) is used, so a gate retry passes the
-// slot. A submission whose gate is closed is not admitted: a retry entry is
-// pushed and kNone returned.
+// for the caller to run. The whole ring slot is read at once (one PCIe round
+// trip): a graph that fits in it is copied from those words, a larger one
+// from the staging arenas (a second round trip). The host lists the roots in
+// the order they should start (a scheduler plugin's, runtime_plugins.h): the
+// first is run here, the others go into the ready ring in that order. Only
+// index % submission_capacity (the ring slot) is used, so a gate retry
+// passes the slot. A submission whose gate is closed is not admitted: a
+// retry entry is pushed and kNone returned.
 __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   __shared__ Submission sub;
   __shared__ unsigned int first_root;
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
-  if (threadIdx.x < sizeof(Submission) / 16) {
-    reinterpret_cast<int4*>(&sub)[threadIdx.x] =
-        __ldcv(reinterpret_cast<const int4*>(q.submissions + slot) + threadIdx.x);
+  const int4* slot_words = reinterpret_cast<const int4*>(q.submissions + slot);
+  int4 words[kSlotWordsPerThread];
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    words[j] = __ldcv(slot_words + threadIdx.x + j * blockDim.x);
+  }
+  if (threadIdx.x < gpuos::device::kSubmissionRecordWords) {
+    reinterpret_cast<int4*>(&sub)[threadIdx.x] = words[0];
   }
   if (threadIdx.x == 0) first_root = kNoTask;
   __syncthreads();
@@ -217,63 +241,45 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     __syncthreads();
     if (gate_closed) return kNone;
   }
-  CopySubmission(q, sub);
-  __syncthreads();
-  for (unsigned int i = threadIdx.x; i < sub.task_count; i += blockDim.x) {
-    const unsigned int task = sub.task_begin + i;
-    unsigned int deps = q.tasks[task].dependency_counter;
-    if (deps == kNoDependencyCounter) deps = 0;
-    NodeState node;
-    node.pending = deps;
-    node.tiles_next = 0;
-    node.tiles_done = 0;
-    node.submission = slot;
-    node.helper_tickets = 0;
-    node.reserved[0] = node.reserved[1] = node.reserved[2] = 0;
-    q.nodes[task] = node;
+  if (threadIdx.x == 0 && sub.root_count > 1) {
+    push_base = atomicAdd(&q.state->ready_tail, sub.root_count - 1ull);
+  }
+  if (sub.inline_words != 0) {
+#pragma unroll
+    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+      const unsigned int w = threadIdx.x + j * blockDim.x;
+      if (w >= gpuos::device::kSubmissionRecordWords &&
+          w - gpuos::device::kSubmissionRecordWords < sub.inline_words) {
+        StoreGraphWord(q, sub, slot, w - gpuos::device::kSubmissionRecordWords, words[j],
+                       &first_root);
+      }
+    }
+  } else {
+    CopyStagedGraph(q, sub, slot, &first_root);
   }
   if (threadIdx.x == 0) {
     q.remaining[slot] = sub.task_count;
     q.sequences[slot] = sub.sequence;
   }
-  __threadfence();
+  // No fence here: whatever hands a task of this submission to another
+  // block (a ready-ring entry, the help board) fences first, after this
+  // barrier, so the copies and counters reach those blocks before the task.
   __syncthreads();
   if (sub.task_count == 0) {
     if (threadIdx.x == 0) CompleteSubmission(q, slot);
     return kNone;
   }
-  // Each thread takes a contiguous run of tasks and one block-wide prefix
-  // count of the roots gives every root its rank, so ring positions follow
-  // task order. (Strided runs would need a count per round of blockDim.x
-  // tasks; contiguous ones read no more lines: descriptors are 128 bytes.)
-  const unsigned int per_thread = (sub.task_count + blockDim.x - 1) / blockDim.x;
-  const unsigned int run_start = threadIdx.x * per_thread;
-  const unsigned int run_begin = run_start < sub.task_count ? run_start : sub.task_count;
-  const unsigned int run_end =
-      sub.task_count - run_begin < per_thread ? sub.task_count : run_begin + per_thread;
-  unsigned int run_roots = 0;
-  for (unsigned int i = run_begin; i < run_end; ++i) run_roots += IsRoot(q, sub.task_begin + i);
-  unsigned int roots = 0;
-  unsigned int rank = BlockExclusiveSum(run_roots, &roots);
-  if (threadIdx.x == 0) push_base = roots > 1 ? atomicAdd(&q.state->ready_tail, roots - 1ull) : 0;
-  __syncthreads();
+  // The other roots, read back from the successor mirror (L2) this block
+  // has just written.
   bool fenced = false;
-  for (unsigned int i = run_begin; i < run_end && run_roots != 0; ++i) {
-    const unsigned int task = sub.task_begin + i;
-    if (!IsRoot(q, task)) continue;
-    --run_roots;
-    if (rank == 0) {
-      first_root = task;  // the lowest root: run by this block
-    } else {
-      if (!fenced) {
-        __threadfence();  // every thread's node writes (ordered by the barrier) first
-        fenced = true;
-      }
-      WriteReady(q, push_base + rank - 1, EncodeReady(task, slot, false));
+  for (unsigned int r = threadIdx.x + 1; r < sub.root_count; r += blockDim.x) {
+    if (!fenced) {
+      __threadfence();  // every thread's copies and node writes (ordered by the barrier) first
+      fenced = true;
     }
-    ++rank;
+    const unsigned int root = __ldcg(q.successors + sub.successor_begin + sub.successor_count + r);
+    WriteReady(q, push_base + r - 1, EncodeReady(root, slot, false));
   }
-  __syncthreads();
   return first_root == kNoTask ? kNone : EncodeReady(first_root, slot, false);
 }
 

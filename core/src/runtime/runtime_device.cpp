@@ -237,7 +237,7 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
 
   Layout host;
   const std::size_t control_at = host.Add(sizeof(device::QueueControl));
-  const std::size_t subs_at = host.Add(subs * sizeof(device::Submission));
+  const std::size_t subs_at = host.Add(subs * sizeof(device::SubmissionSlot));
   const std::size_t done_at = host.Add(subs * sizeof(std::uint64_t));
   const std::size_t tasks_at = host.Add(std::size_t{tasks} * sizeof(device::TaskDesc));
   const std::size_t tensors_at = host.Add(std::size_t{tensors} * sizeof(device::TensorDesc));
@@ -253,7 +253,7 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
                              "cuMemHostGetDevicePointer"));
   auto* base = static_cast<unsigned char*>(host_block_);
   control_ = reinterpret_cast<device::QueueControl*>(base + control_at);
-  submissions_ = reinterpret_cast<device::Submission*>(base + subs_at);
+  submission_slots_ = reinterpret_cast<device::SubmissionSlot*>(base + subs_at);
   done_ = reinterpret_cast<std::uint64_t*>(base + done_at);
   staged_tasks_ = reinterpret_cast<device::TaskDesc*>(base + tasks_at);
   staged_tensors_ = reinterpret_cast<device::TensorDesc*>(base + tensors_at);

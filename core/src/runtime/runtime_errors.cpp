@@ -205,10 +205,15 @@ Status RuntimeImpl::DescribeFailure(std::uint64_t sequence,
     const std::uint32_t index = status.task_id - span->first_task_id;
     task = "task " + std::to_string(index) + " (task id " + std::to_string(status.task_id) + ")";
     // The submission has not been reclaimed: its staged descriptors are intact.
-    const device::Submission& record = submissions_[(sequence - 1) % params_.submission_capacity];
+    const device::SubmissionSlot& ring_slot =
+        submission_slots_[(sequence - 1) % params_.submission_capacity];
+    const device::Submission& record = ring_slot.record;
     if (record.sequence == sequence && index < record.task_count) {
       // A scheduler plugin may have staged a root elsewhere (runtime_plugins.h).
-      const device::TaskDesc* staged = staged_tasks_ + record.task_begin;
+      const device::TaskDesc* staged =
+          record.inline_words != 0
+              ? reinterpret_cast<const device::TaskDesc*>(ring_slot.payload)
+              : staged_tasks_ + record.task_begin;
       std::uint32_t at = index;
       if (staged[at].task_id != status.task_id) {
         at = 0;

@@ -262,12 +262,15 @@ class RuntimeImpl final : public EpochDevice {
   void* host_block_ = nullptr;
   CUdeviceptr device_block_ = 0;
   device::QueueControl* control_ = nullptr;
-  device::Submission* submissions_ = nullptr;
+  device::SubmissionSlot* submission_slots_ = nullptr;
   std::uint64_t* done_ = nullptr;
   device::TaskDesc* staged_tasks_ = nullptr;
   device::TensorDesc* staged_tensors_ = nullptr;
   std::uint32_t* staged_successors_ = nullptr;
   device::QueueParams params_ = {};
+  // The staged indices of the graph's roots, in staging order (Submit's
+  // scratch, kept to spare an allocation per submission).
+  std::vector<std::uint32_t> roots_;
 
   mutable std::mutex mutex_;
   // Set once by Shutdown(); read without the mutex by Wait/Ready/Copy.

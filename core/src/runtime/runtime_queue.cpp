@@ -171,20 +171,30 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   const auto& edges = graph.successors();
   const std::uint32_t task_count = static_cast<std::uint32_t>(tasks.size());
   const std::uint32_t tensor_count = static_cast<std::uint32_t>(tensors.size());
+  // The roots, in staging order, follow the edges in the successor arena
+  // (device::Submission): the device starts them without scanning the graph.
+  roots_.clear();
+  for (std::uint32_t i = 0; i < task_count; ++i) {
+    const std::uint32_t deps =
+        tasks[staging_order.empty() ? i : staging_order[i]].dependency_counter;
+    if (deps == 0 || deps == device::kNoDependencyCounter) roots_.push_back(i);
+  }
+  const std::uint32_t root_count = static_cast<std::uint32_t>(roots_.size());
   const std::uint32_t edge_count = static_cast<std::uint32_t>(edges.size());
+  const std::uint32_t entry_count = edge_count + root_count;
   std::uint64_t ready_need = 0;
   for (const device::TaskDesc& task : tasks) {
     ready_need += std::min<std::uint32_t>(std::max(task.num_tiles, 1u), blocks_);
   }
   if (options.wait_for != nullptr) ++ready_need;  // the gate's retry entry (runtime_streams.cpp)
   if (task_count > task_arena_.capacity() || tensor_count > tensor_arena_.capacity() ||
-      edge_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
+      entry_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
     return InvalidArgument(
         "a graph of " + std::to_string(task_count) + " tasks, " + std::to_string(tensor_count) +
-        " tensors and " + std::to_string(edge_count) +
-        " edges does not fit the queue (capacities: tasks " +
+        " tensors and " + std::to_string(edge_count) + " edges (+ " + std::to_string(root_count) +
+        " roots) does not fit the queue (capacities: tasks " +
         std::to_string(task_arena_.capacity()) + ", tensors " +
-        std::to_string(tensor_arena_.capacity()) + ", edges " +
+        std::to_string(tensor_arena_.capacity()) + ", edges and roots " +
         std::to_string(successor_arena_.capacity()) + "; ready-ring entries " +
         std::to_string(ready_need) + " needed of " + std::to_string(params_.ready_capacity) +
         ", which grows with task_capacity); raise RuntimeConfig's capacities "
@@ -202,7 +212,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
         ready_reserved_ + ready_need <= params_.ready_capacity) {
       task_begin = task_arena_.Allocate(task_count);
       tensor_begin = task_begin < 0 ? -1 : tensor_arena_.Allocate(tensor_count);
-      edge_begin = tensor_begin < 0 ? -1 : successor_arena_.Allocate(edge_count);
+      edge_begin = tensor_begin < 0 ? -1 : successor_arena_.Allocate(entry_count);
       if (edge_begin >= 0) break;
       // Undo partial allocations (they are the newest).
       if (task_begin >= 0 && task_count > 0) task_arena_.ReleaseNewest();
@@ -220,6 +230,27 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   }
   if (waited) ++stats_.backpressure_waits;
 
+  const std::uint64_t sequence = next_sequence_;
+  const std::uint32_t slot =
+      static_cast<std::uint32_t>((sequence - 1) % params_.submission_capacity);
+  device::SubmissionSlot& ring_slot = submission_slots_[slot];
+  // A graph that fits in its ring slot travels there: the device reads the
+  // record and the graph in one PCIe round trip (queue.h).
+  const std::uint32_t payload_words =
+      device::SubmissionPayloadWords(task_count, tensor_count, entry_count);
+  const bool inline_graph = payload_words <= device::kInlinePayloadWords;
+  unsigned char* payload = reinterpret_cast<unsigned char*>(ring_slot.payload);
+  device::TaskDesc* task_out = inline_graph ? reinterpret_cast<device::TaskDesc*>(payload)
+                                            : staged_tasks_ + task_begin;
+  device::TensorDesc* tensor_out =
+      inline_graph
+          ? reinterpret_cast<device::TensorDesc*>(payload + task_count * sizeof(device::TaskDesc))
+          : staged_tensors_ + tensor_begin;
+  std::uint32_t* entry_out =
+      inline_graph ? reinterpret_cast<std::uint32_t*>(
+                         payload + task_count * sizeof(device::TaskDesc) +
+                         std::size_t{tensor_count} * sizeof(device::TensorDesc))
+                   : staged_successors_ + edge_begin;
   const std::uint32_t first_id = next_task_id_;
   next_task_id_ += task_count;
   for (std::uint32_t i = 0; i < task_count; ++i) {
@@ -236,25 +267,25 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
     }
     task.successor_begin += static_cast<std::uint32_t>(edge_begin);
     task.task_id = first_id + index;  // the graph's index, wherever it is staged
-    staged_tasks_[task_begin + i] = task;
+    task_out[i] = task;
   }
-  std::copy(tensors.begin(), tensors.end(), staged_tensors_ + tensor_begin);
+  std::copy(tensors.begin(), tensors.end(), tensor_out);
   for (std::uint32_t e = 0; e < edge_count; ++e) {
-    staged_successors_[edge_begin + e] = edges[e] + static_cast<std::uint32_t>(task_begin);
+    entry_out[e] = edges[e] + static_cast<std::uint32_t>(task_begin);
   }
-  const std::uint64_t sequence = next_sequence_;
-  const std::uint32_t slot =
-      static_cast<std::uint32_t>((sequence - 1) % params_.submission_capacity);
+  for (std::uint32_t r = 0; r < root_count; ++r) {
+    entry_out[edge_count + r] = roots_[r] + static_cast<std::uint32_t>(task_begin);
+  }
   const Expected<Gate> gate = EnqueueGate(options, sequence, slot);
   if (!gate.ok()) {
     if (task_count > 0) task_arena_.ReleaseNewest();
     if (tensor_count > 0) tensor_arena_.ReleaseNewest();
-    if (edge_count > 0) successor_arena_.ReleaseNewest();
+    if (entry_count > 0) successor_arena_.ReleaseNewest();
     return gate.status();
   }
   NoteTensorUse(sequence);
   ++next_sequence_;
-  device::Submission& record = submissions_[slot];
+  device::Submission& record = ring_slot.record;
   record.sequence = sequence;
   record.task_begin = static_cast<std::uint32_t>(task_begin);
   record.task_count = task_count;
@@ -264,6 +295,9 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.successor_count = edge_count;
   record.gate = gate->address;
   record.gate_value = gate->value;
+  record.root_count = root_count;
+  record.inline_words = inline_graph ? payload_words : 0;
+  record.reserved = 0;
   diagnostics_.history.Add({sequence, first_id, task_count});
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 
@@ -271,7 +305,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   entry.sequence = sequence;
   entry.has_tasks = task_count > 0;
   entry.has_tensors = tensor_count > 0;
-  entry.has_successors = edge_count > 0;
+  entry.has_successors = entry_count > 0;
   entry.tasks = task_count;
   entry.ready_entries = static_cast<std::uint32_t>(ready_need);
   entry.storages = graph.storages();

@@ -5,8 +5,9 @@
 //
 // Memory (docs/runtime.md has the protocol):
 //   mapped pinned host memory, written by the host: QueueControl::submit_tail,
-//     ::stop, the Submission ring and the staging arenas (tasks, tensors,
-//     successors) a submission's graph is written into;
+//     ::stop, the ring of SubmissionSlots (a record each, and a small graph
+//     inline) and the staging arenas (tasks, tensors, successors) a larger
+//     graph is written into;
 //   mapped pinned host memory, written by the device: QueueControl's device
 //     half, the per-slot completion words (`done`) and error records
 //     (SubmissionError);
@@ -25,8 +26,18 @@ namespace device {
 // "use opcode").
 constexpr unsigned int kMaxLogicalOps = 4096;
 
-// One published graph: ranges of the staging arenas (never wrapping) and its
+// One published graph: ranges of the arenas (never wrapping) and its
 // sequence number (1, 2, ...). Ring slot = (sequence - 1) % capacity.
+//
+// The graph's entries of the successor arena are its edges
+// (successor_count) followed by its roots (root_count, at least 1 when it
+// has tasks): the tasks without predecessors, in the order they should start,
+// as task arena indices, so that the device needs no scan for them.
+//
+// Where the device copies the graph from: when inline_words != 0, the
+// record's own ring slot (SubmissionSlot::payload: tasks, tensors, then the
+// successor entries four to a 16-byte word), read with the record in one
+// PCIe round trip; else the staging arenas at the same ranges.
 struct alignas(16) Submission {
   unsigned long long sequence;
   unsigned int task_begin;  // TaskDesc index in the task arena
@@ -34,14 +45,36 @@ struct alignas(16) Submission {
   unsigned int tensor_begin;  // tasks' tensor indices are absolute already
   unsigned int tensor_count;
   unsigned int successor_begin;  // tasks' successor_begin is absolute already
-  unsigned int successor_count;
+  unsigned int successor_count;  // edges; the roots follow them
   // Ordering after another CUDA stream (SubmitOptions::wait_for): the device
   // address of a 64-bit word that stream writes (cuStreamWriteValue64), or 0
   // for none. The submission's tasks start only once the word is "open":
   // (long long)(*gate - gate_value) >= 0, the cyclic >= of cuStreamWaitValue64.
   unsigned long long gate;
   unsigned long long gate_value;
+  unsigned int root_count;
+  unsigned int inline_words;  // 16-byte payload words in the slot; 0: staged
+  unsigned long long reserved;
 };
+
+// A ring slot in mapped host memory: the record, then room for a small
+// graph (SubmissionPayloadWords), 8 KiB in all: the worker reads a whole slot
+// at once, two 16-byte words per thread.
+constexpr unsigned int kSubmissionSlotWords = 512;
+constexpr unsigned int kSubmissionRecordWords = sizeof(Submission) / 16;
+constexpr unsigned int kInlinePayloadWords = kSubmissionSlotWords - kSubmissionRecordWords;
+struct alignas(16) SubmissionSlot {
+  Submission record;
+  unsigned int payload[kInlinePayloadWords * 4];
+};
+
+// 16-byte words of a graph's inline payload (Submission::inline_words).
+GPUOS_HOST_DEVICE inline unsigned int SubmissionPayloadWords(unsigned int tasks,
+                                                            unsigned int tensors,
+                                                            unsigned int successor_entries) {
+  return tasks * (sizeof(TaskDesc) / 16) + tensors * (sizeof(TensorDesc) / 16) +
+         (successor_entries + 3) / 4;
+}
 
 // The task index a gate-retry entry of the ready ring carries (EncodeReady):
 // "admit the submission in this slot once its gate is open".
@@ -182,7 +215,7 @@ GPUOS_HOST_DEVICE inline unsigned int TraceOperator(unsigned int logical_op, uns
 // The single parameter of `gpuos_queue_worker` (by value).
 struct alignas(16) QueueParams {
   unsigned long long control;            // QueueControl* (mapped)
-  unsigned long long submissions;        // Submission[submission_capacity] (mapped)
+  unsigned long long submissions;        // SubmissionSlot[submission_capacity] (mapped)
   unsigned long long done;               // unsigned long long[submission_capacity] (mapped)
   unsigned long long staged_tasks;       // TaskDesc[task_capacity] (mapped)
   unsigned long long staged_tensors;     // TensorDesc[tensor_capacity] (mapped)
@@ -215,7 +248,8 @@ struct alignas(16) QueueParams {
   unsigned int reserved[2];
 };
 
-static_assert(sizeof(Submission) == 48, "Submission layout changed: bump the ABI version");
+static_assert(sizeof(Submission) == 64, "Submission layout changed: bump the ABI version");
+static_assert(sizeof(SubmissionSlot) == kSubmissionSlotWords * 16, "SubmissionSlot layout changed");
 static_assert(sizeof(QueueControl) == 128, "QueueControl layout changed: bump the ABI version");
 static_assert(sizeof(NodeState) == 32, "NodeState layout changed");
 static_assert(sizeof(QueueDeviceState) == 640, "QueueDeviceState layout changed");

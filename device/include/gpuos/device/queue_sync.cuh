@@ -44,7 +44,7 @@ __device__ __forceinline__ void StoreVolatile(T* p, T v) {
 
 struct Queue {
   QueueControl* control;
-  const Submission* submissions;
+  const SubmissionSlot* submissions;
   unsigned long long* done;
   const TaskDesc* staged_tasks;
   const TensorDesc* staged_tensors;
@@ -76,7 +76,7 @@ struct Queue {
 __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
   Queue q;
   q.control = reinterpret_cast<QueueControl*>(p.control);
-  q.submissions = reinterpret_cast<const Submission*>(p.submissions);
+  q.submissions = reinterpret_cast<const SubmissionSlot*>(p.submissions);
   q.done = reinterpret_cast<unsigned long long*>(p.done);
   q.staged_tasks = reinterpret_cast<const TaskDesc*>(p.staged_tasks);
   q.staged_tensors = reinterpret_cast<const TensorDesc*>(p.staged_tensors);
