@@ -113,15 +113,43 @@ static_assert(kSlotWordsPerThread * gpuos::device::kWorkerThreads ==
                   gpuos::device::kSubmissionSlotWords,
               "a ring slot is read in whole words per thread");
 
+// Thread 0: announces the helper tickets of a tiled task on a free word of
+// the help board; the tickets, their count in the submission's `remaining`
+// and what the helpers read are set and fenced already. Returns how many
+// helpers still need ready-ring entries: 0 when announced; when every word is
+// taken, the tickets are taken back and those nobody took yet are returned.
+__device__ unsigned int PostHelperTickets(const Queue& q, unsigned int task, unsigned int slot) {
+  const unsigned long long word = EncodeReady(task, slot, true);
+  // The task's own word first (usually free: one CAS); when it is taken, one
+  // round trip reads the board and only words seen free are tried, so a
+  // full board costs no CAS round per word.
+  if (atomicCAS(&q.state->help_board[task % kHelpBoardWords], 0ull, word) == 0ull) return 0;
+  unsigned long long seen[kHelpBoardWords];
+#pragma unroll
+  for (unsigned int i = 0; i < kHelpBoardWords; ++i) seen[i] = Volatile(&q.state->help_board[i]);
+  for (unsigned int i = 1; i < kHelpBoardWords; ++i) {
+    const unsigned int w = (task + i) % kHelpBoardWords;
+    if (seen[w] == 0ull && atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) return 0;
+  }
+  const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
+  return left > 0 ? static_cast<unsigned int>(left) : 0u;
+}
+
+// The helpers of a tiled first root (Submission::first_root_tiles > 1):
+// one per block that can run one of its other tiles at once.
+__device__ __forceinline__ unsigned int FirstRootHelpers(const Submission& sub) {
+  const unsigned int tiles = sub.first_root_tiles;
+  return tiles <= 1 ? 0u : (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
+}
+
 // One thread: stores word `i` of submission `sub`'s graph (the inline
 // payload's order: tasks, tensors, then the successor entries four to a
 // word) into the device mirrors. The last word of a task descriptor holds
 // its dependency counter: the thread that stores it initializes the task's
-// NodeState too. Successor entry successor_count (the first root) goes to
-// *first_root.
+// NodeState too; a tiled first root's with tile 0 claimed (by the admitting
+// block) and its helper tickets set.
 __device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission& sub,
-                                               unsigned int slot, unsigned int i, int4 v,
-                                               unsigned int* first_root) {
+                                               unsigned int slot, unsigned int i, int4 v) {
   const unsigned int task_words = sub.task_count * kTaskWords;
   const unsigned int tensor_words = sub.tensor_count * kTensorWords;
   if (i < task_words) {
@@ -130,14 +158,16 @@ __device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission&
       // TaskDesc's last word: dependency_counter, successor_begin,
       // successor_count, logical_op (abi.h checks the offset).
       const unsigned int deps = static_cast<unsigned int>(v.x);
+      const unsigned int task = sub.task_begin + i / kTaskWords;
+      const bool claimed_first = task == sub.first_root && sub.first_root_tiles > 1;
       NodeState node;
       node.pending = deps == kNoDependencyCounter ? 0u : deps;
-      node.tiles_next = 0;
+      node.tiles_next = claimed_first ? 1u : 0u;
       node.tiles_done = 0;
       node.submission = slot;
-      node.helper_tickets = 0;
+      node.helper_tickets = claimed_first ? static_cast<int>(FirstRootHelpers(sub)) : 0;
       node.reserved[0] = node.reserved[1] = node.reserved[2] = 0;
-      q.nodes[sub.task_begin + i / kTaskWords] = node;
+      q.nodes[task] = node;
     }
   } else if (i < task_words + tensor_words) {
     reinterpret_cast<int4*>(q.tensors + sub.tensor_begin)[i - task_words] = v;
@@ -149,10 +179,8 @@ __device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission&
                                     static_cast<unsigned int>(v.w)};
 #pragma unroll
     for (unsigned int k = 0; k < 4; ++k) {
-      const unsigned int e = first + k;
-      if (e >= entries) break;
-      q.successors[sub.successor_begin + e] = values[k];
-      if (e == sub.successor_count) *first_root = values[k];
+      if (first + k >= entries) break;
+      q.successors[sub.successor_begin + first + k] = values[k];
     }
   }
 }
@@ -164,7 +192,7 @@ __device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission&
 // (GPUOS_OPERATOR_PRESERVE, op_call.cuh), each loaded value was spilled as
 // it arrived, the eight loads one round trip after another.
 __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& sub,
-                                             unsigned int slot, unsigned int* first_root) {
+                                             unsigned int slot) {
   const unsigned int task_words = sub.task_count * kTaskWords;
   const unsigned int tensor_words = sub.tensor_count * kTensorWords;
   const unsigned int entries = sub.successor_count + sub.root_count;
@@ -195,7 +223,7 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 #pragma unroll
     for (unsigned int j = 0; j < kInFlight; ++j) {
       const unsigned int i = base + j * blockDim.x;
-      if (i < total) StoreGraphWord(q, sub, slot, i, v[j], first_root);
+      if (i < total) StoreGraphWord(q, sub, slot, i, v[j]);
     }
   }
 }
@@ -206,13 +234,15 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // trip): a graph that fits in it is copied from those words, a larger one
 // from the staging arenas (a second round trip). The host lists the roots in
 // the order they should start (a scheduler plugin's, runtime_plugins.h): the
-// first is run here, the others go into the ready ring in that order. Only
-// index % submission_capacity (the ring slot) is used, so a gate retry
-// passes the slot. A submission whose gate is closed is not admitted: a
-// retry entry is pushed and kNone returned.
-__device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
+// first is run here, the others go into the ready ring in that order. When
+// the first root is tiled, its tile 0 is this block's (*first_claimed) and
+// its helpers are announced here, before the caller loads it. Only index %
+// submission_capacity (the ring slot) is used, so a gate retry passes the
+// slot. A submission whose gate is closed is not admitted: a retry entry is
+// pushed and kNone returned.
+__device__ unsigned long long Admit(const Queue& q, unsigned long long index,
+                                    bool* first_claimed) {
   __shared__ Submission sub;
-  __shared__ unsigned int first_root;
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
@@ -225,7 +255,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
   if (threadIdx.x < gpuos::device::kSubmissionRecordWords) {
     reinterpret_cast<int4*>(&sub)[threadIdx.x] = words[0];
   }
-  if (threadIdx.x == 0) first_root = kNoTask;
+  *first_claimed = false;
   __syncthreads();
   if (sub.gate != 0) {
     // Ordered after another CUDA stream: while its gate is closed, a retry
@@ -250,15 +280,15 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
       const unsigned int w = threadIdx.x + j * blockDim.x;
       if (w >= gpuos::device::kSubmissionRecordWords &&
           w - gpuos::device::kSubmissionRecordWords < sub.inline_words) {
-        StoreGraphWord(q, sub, slot, w - gpuos::device::kSubmissionRecordWords, words[j],
-                       &first_root);
+        StoreGraphWord(q, sub, slot, w - gpuos::device::kSubmissionRecordWords, words[j]);
       }
     }
   } else {
-    CopyStagedGraph(q, sub, slot, &first_root);
+    CopyStagedGraph(q, sub, slot);
   }
+  const unsigned int helpers = sub.task_count == 0 ? 0u : FirstRootHelpers(sub);
   if (threadIdx.x == 0) {
-    q.remaining[slot] = sub.task_count;
+    q.remaining[slot] = sub.task_count + helpers;  // the helpers' references count too
     q.sequences[slot] = sub.sequence;
   }
   // No fence here: whatever hands a task of this submission to another
@@ -269,6 +299,18 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     if (threadIdx.x == 0) CompleteSubmission(q, slot);
     return kNone;
   }
+  if (threadIdx.x == 0 && helpers != 0) {
+    __threadfence();  // every thread's copies and nodes (ordered by the barrier) first
+    const unsigned int left = PostHelperTickets(q, sub.first_root, slot);
+    // Those the board could not take go into the ready ring.
+    if (left != 0) {
+      const unsigned long long base = atomicAdd(&q.state->ready_tail, left);
+      for (unsigned int h = 0; h < left; ++h) {
+        WriteReady(q, base + h, EncodeReady(sub.first_root, slot, true));
+      }
+    }
+  }
+  *first_claimed = sub.first_root_tiles > 1;
   // The other roots, read back from the successor mirror (L2) this block
   // has just written.
   bool fenced = false;
@@ -280,7 +322,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index) {
     const unsigned int root = __ldcg(q.successors + sub.successor_begin + sub.successor_count + r);
     WriteReady(q, push_base + r - 1, EncodeReady(root, slot, false));
   }
-  return first_root == kNoTask ? kNone : EncodeReady(first_root, slot, false);
+  return EncodeReady(sub.first_root, slot, false);
 }
 
 // All threads: loads the descriptors of the tensors `indices[0, num_tensors)`
@@ -373,20 +415,7 @@ __device__ unsigned int AnnounceHelpers(const Queue& q, unsigned int task, unsig
   __threadfence();  // the count in `remaining` and the predecessors' results first
   StoreVolatile(&q.nodes[task].helper_tickets, static_cast<int>(helpers));
   __threadfence();  // the tickets before the announcement
-  const unsigned long long word = EncodeReady(task, slot, true);
-  // The task's own word first (usually free: one CAS); when it is taken, one
-  // round trip reads the board and only words seen free are tried, so a
-  // full board costs no CAS round per word.
-  if (atomicCAS(&q.state->help_board[task % kHelpBoardWords], 0ull, word) == 0ull) return 0;
-  unsigned long long seen[kHelpBoardWords];
-#pragma unroll
-  for (unsigned int i = 0; i < kHelpBoardWords; ++i) seen[i] = Volatile(&q.state->help_board[i]);
-  for (unsigned int i = 1; i < kHelpBoardWords; ++i) {
-    const unsigned int w = (task + i) % kHelpBoardWords;
-    if (seen[w] == 0ull && atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) return 0;
-  }
-  const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
-  return left > 0 ? static_cast<unsigned int>(left) : 0u;
+  return PostHelperTickets(q, task, slot);
 }
 
 // Thread 0 of an idle block: a helper ticket of a task on the help board, as
@@ -427,7 +456,7 @@ __device__ unsigned long long TakeHelperTicket(const Queue& q) {
 // in the next step without another barrier.
 __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& cache,
                          unsigned char* scratch, unsigned int* completed, Completions* completions,
-                         BlockRecorder* recorder) {
+                         BlockRecorder* recorder, bool start_claimed = false) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int next_task;
   __shared__ unsigned int sole_successor;
@@ -445,8 +474,11 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
   // Thread 0's: the tile of `task` this block claimed before counting its
-  // previous tile done (kNoTask: none; claim at the top of the step).
-  unsigned int claimed_ahead = kNoTask;
+  // previous tile done (kNoTask: none; claim at the top of the step), or
+  // tile 0 of the start task when Admit claimed it and announced its
+  // helpers (start_claimed).
+  unsigned int claimed_ahead = start_claimed ? 0u : kNoTask;
+  bool announced = start_claimed;
   while (task != kNoTask) {
     GPUOS_PHASE_BEGIN(step_clock);
     GPUOS_PHASE_BEGIN(phase);
@@ -473,8 +505,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           t = atomicAdd(&q.nodes[task].tiles_next, 1u);
         }
         claimed = t < tiles;
+        const bool announce = !announced;
+        announced = false;
         if (claimed && tiles > 1) {
-          if (t == 0) {
+          if (t == 0 && announce) {
             helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1;
             if (helpers != 0) {
               atomicAdd(q.remaining + slot, helpers);  // before they can be taken
@@ -799,9 +833,12 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
         unsigned long long entry = batch[i];
         if (DecodeReady(entry).task == gpuos::device::kGateRetryTask) {
           // A submission waiting for another stream: admit it if its gate opened.
-          entry = Admit(q, DecodeReady(entry).slot);
+          bool first_claimed = false;
+          entry = Admit(q, DecodeReady(entry).slot, &first_claimed);
           if (entry == kNone) continue;
           Invalidate(cache);  // Admit copied descriptors the window may hold stale
+          RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
+          continue;
         }
         RunChain(q, entry, cache, scratch, &completed, &completions, &recorder);
       }
@@ -809,7 +846,8 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
       Invalidate(cache);
       RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
     } else if (current == kAdmit) {
-      const unsigned long long first = Admit(q, value);
+      bool first_claimed = false;
+      const unsigned long long first = Admit(q, value, &first_claimed);
       if (first != kNone) {
         if (threadIdx.x == 0) {
           const unsigned int slot = DecodeReady(first).slot;
@@ -817,7 +855,7 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
                               Volatile(q.sequences + slot));
         }
         Invalidate(cache);
-        RunChain(q, first, cache, scratch, &completed, &completions, &recorder);
+        RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);
       }
     }
     if (current == kRun || current == kAdmit || current == kHelp) {

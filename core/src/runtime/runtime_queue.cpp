@@ -297,7 +297,8 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.gate_value = gate->value;
   record.root_count = root_count;
   record.inline_words = inline_graph ? payload_words : 0;
-  record.reserved = 0;
+  record.first_root = root_count == 0 ? 0 : static_cast<std::uint32_t>(task_begin) + roots_[0];
+  record.first_root_tiles = root_count == 0 ? 1 : std::max(1u, task_out[roots_[0]].num_tiles);
   diagnostics_.history.Add({sequence, first_id, task_count});
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 

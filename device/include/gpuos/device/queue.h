@@ -54,7 +54,11 @@ struct alignas(16) Submission {
   unsigned long long gate_value;
   unsigned int root_count;
   unsigned int inline_words;  // 16-byte payload words in the slot; 0: staged
-  unsigned long long reserved;
+  // The first root (task arena index; also the first root entry) and its
+  // tiles (num_tiles, at least 1): the admitting block claims that task's
+  // tile 0 and announces its helpers as part of the admission.
+  unsigned int first_root;
+  unsigned int first_root_tiles;
 };
 
 // A ring slot in mapped host memory: the record, then room for a small
