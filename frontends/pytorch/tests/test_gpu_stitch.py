@@ -125,11 +125,15 @@ def test_stream_orders_calls_that_do_not_wait_on_the_host(gpu):
         import torch, gpuos
         def mlp(x, w1, w2):
             return torch.nn.functional.gelu(x @ w1) @ w2 + 1
+        torch.manual_seed(0)
         x, w1, w2 = (torch.randn(n, 64, device="cuda") for n in (4, 64, 64))
         f = gpuos.compile(mlp)
         for _ in range(20):
             y = f(x, w1, w2) * 2.0
-            torch.testing.assert_close(y, mlp(x, w1, w2) * 2.0, rtol=1e-4, atol=1e-5)
+            # Outputs of about 50 from sums of 64 products: an element that
+            # cancels to near 0 keeps f32 rounding of the terms (2.3e-5 seen
+            # at 356ffa1 with unseeded inputs), hence atol 1e-4.
+            torch.testing.assert_close(y, mlp(x, w1, w2) * 2.0, rtol=1e-4, atol=1e-4)
         s = gpuos.stats()
         assert s["compiled_calls"] == 20 and s["stitched_programs"] == 1, s
         print("ok")
