@@ -620,6 +620,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       unsigned int done = 1;
       unsigned int ahead = tiles;
       unsigned int join = kNoTask;
+      unsigned int taken_back = 0;  // helper tickets this block took back
       if (tiles > 1) {
         // The next tile is claimed before this one counts as done: until
         // then the task, and with it the submission, cannot finish, so the
@@ -637,15 +638,28 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // so the submission cannot finish, and the task's node and the
         // window cannot be reused, while it waits; given back with the
         // block's other completions.
-        if (ahead >= tiles) join = TiledSoleSuccessor(q, cache, at);
+        if (ahead >= tiles) {
+          join = TiledSoleSuccessor(q, cache, at);
+          // Every tile is claimed: a helper that came now would find nothing
+          // to run, so the tickets nobody took are taken back here (they
+          // count as helpers that came and left), while this tile's results
+          // are fenced, not after the count below. Whichever block takes
+          // them counts them; the block finishing the last tile has always
+          // been here.
+          const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
+          taken_back = left > 0 ? static_cast<unsigned int>(left) : 0u;
+        }
         if (join != kNoTask) {
           atomicAdd(q.remaining + slot, 1u);
           completions->Add(q, slot, 1);
         }
         __threadfence();  // this tile's results (and the hold) before the count others read
         done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
-        if (done == tiles) __threadfence();  // acquire the other tiles' results
+        // Acquire the other tiles' results for the successors; without
+        // successors, the completion's own fence does (Completions::Flush).
+        if (done == tiles && tile.successor_count != 0) __threadfence();
       }
+      if (taken_back != 0) completions->Add(q, slot, taken_back);
       if (ahead < tiles) {
         next = task;  // the tile claimed above
         claimed_ahead = ahead;
@@ -655,9 +669,8 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         if (join != kNoTask) WaitForTiles(q, task, tiles);
         next = join;
       } else {
-        // Helper tickets nobody took count as helpers that came and left.
-        const int left = tiles > 1 ? atomicExch(&q.nodes[task].helper_tickets, 0) : 0;
-        completions->Add(q, slot, 1u + (left > 0 ? static_cast<unsigned int>(left) : 0u));
+        // (Helper tickets nobody took were taken back above.)
+        completions->Add(q, slot, 1u);
         const unsigned int count = tile.successor_count;
         const unsigned int first = cache.first_successor[at];
         const unsigned int sole = tiles > 1 ? SoleSuccessor(q, cache, at) : kNoTask;

@@ -110,9 +110,10 @@ struct NodeState {
   unsigned int tiles_done;  // tiles finished
   unsigned int submission;  // ring slot of the task's submission
   // Helper tickets of a tiled task announced on the help board
-  // (QueueDeviceState::help_board): set by the block that claims tile 0,
-  // taken one each by idle blocks (atomicSub: > 0 before is a ticket; it may
-  // go negative), what is left taken back when the last tile finishes.
+  // (QueueDeviceState::help_board): set by the block that claims tile 0 (or
+  // at the admission, for a submission's first root), taken one each by
+  // idle blocks (atomicSub: > 0 before is a ticket; it may go negative),
+  // what is left taken back once every tile is claimed.
   int helper_tickets;
   unsigned int reserved[3];
 };

@@ -13,14 +13,18 @@
 // never waits for anything unfinished: tiles finish in some order whatever
 // the number of blocks (one block runs them all in order).
 //
-// Synchronization: a device buffer of counters, one per stage and one for
-// the whole task, each on its own 128-byte line (the host allocates it
-// zeroed and puts its address last in the task's table). A tile's thread 0
-// adds one to its stage's counter after the block's stores (release), and
-// waiting tiles read it with acquire loads. The tile that finishes the
-// task's last tile sets every counter back to 0 for the next run: by then
-// every tile has passed its waits. So runs of one stitched program must not
-// overlap: the host starts a run only after the previous one finished.
+// Synchronization: a device buffer of 64-bit counters, one per stage and
+// one for the whole task, each on its own 128-byte line (the host allocates
+// it zeroed and puts its address last in the task's table). A tile's thread
+// 0 adds one to its stage's counter and to the task's after the block's
+// stores (release), and waiting tiles read the stage's with acquire loads.
+// The counters are never reset: they count over all runs, so run r (from
+// 0) waits for a stage of n tiles to reach (r + 1) * n, and a tile learns r
+// from the task's counter when it starts (r * tiles + the tiles of run r
+// done so far, which are fewer than tiles while this one is not done). So
+// runs of one stitched program must not overlap: the host starts a run only
+// after the previous one finished (and zeroes the counters after a failed
+// one). 64 bits: at one run a microsecond they wrap after 500000 years.
 //
 // Only the persistent worker (queue_worker.cu) runs a stitched task: the
 // one-shot worker (worker.cu) does not split a task into tiles.
@@ -39,8 +43,8 @@ namespace gpuos {
 namespace device {
 namespace stitch {
 
-// 32-bit words from one counter to the next (128 bytes).
-constexpr unsigned int kCounterStride = 32;
+// 64-bit words from one counter to the next (128 bytes).
+constexpr unsigned int kCounterStride = 16;
 // How long a tile waits for a stage before it reports kWaitTimedOut and
 // goes on (no results are trusted then: the submission fails).
 constexpr unsigned long long kWaitLimitNs = 2000000000ull;
@@ -60,10 +64,20 @@ __device__ __forceinline__ float4 Load4(const float* p) {
   return __ldcg(reinterpret_cast<const float4*>(p));
 }
 
-__device__ __forceinline__ unsigned int LoadAcquire(const unsigned int* p) {
-  unsigned int v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ unsigned long long LoadAcquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
+}
+
+__device__ __forceinline__ unsigned long long LoadRelaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void AddRelaxed(unsigned long long* p) {
+  asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
 }
 
 __device__ __forceinline__ void FenceAcqRel() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
@@ -103,7 +117,10 @@ class Tile {
   // REQUIRES: the task was added with its table (TaskGraph::AddTableTask).
   __device__ Tile(const OpContext& ctx, int entries, int stages, unsigned int tiles)
       : ctx_(&ctx), table_(ctx.call().table), stages_(stages), tiles_(tiles) {
-    counters_ = reinterpret_cast<unsigned int*>(Load(&table_[entries - 1].data));
+    counters_ = reinterpret_cast<unsigned long long*>(Load(&table_[entries - 1].data));
+    // Thread 0 waits: which run this is, from the task's counter (the load
+    // is in flight while the stage loads its weights).
+    if (threadIdx.x == 0) run_ = LoadRelaxed(counters_ + stages_ * kCounterStride) / tiles_;
   }
 
   // Element 0 of buffer `buffer` as E (one load from the table: keep it).
@@ -112,15 +129,17 @@ class Tile {
     return reinterpret_cast<E*>(Load(&table_[buffer].data));
   }
 
-  // Thread 0: waits until stage `stage` counted `tiles` tiles done; its
-  // acquire loads make their results visible to this thread, and the
-  // caller's barrier passes them on to the block (the pattern of CUTLASS's
-  // semaphores). After kWaitLimitNs it reports kWaitTimedOut and returns.
+  // Thread 0: waits until stage `stage` counted its `tiles` tiles of this
+  // run done; its acquire loads make their results visible to this thread,
+  // and the caller's barrier passes them on to the block (the pattern of
+  // CUTLASS's semaphores). After kWaitLimitNs it reports kWaitTimedOut and
+  // returns.
   __device__ void Poll(int stage, unsigned int tiles) const {
-    const unsigned int* counter = counters_ + stage * kCounterStride;
-    if (LoadAcquire(counter) >= tiles) return;
+    const unsigned long long* counter = counters_ + stage * kCounterStride;
+    const unsigned long long full = (run_ + 1) * tiles;
+    if (LoadAcquire(counter) >= full) return;
     const unsigned long long start = NowNs();
-    while (LoadAcquire(counter) < tiles) {
+    while (LoadAcquire(counter) < full) {
       __nanosleep(32);
       if (NowNs() - start > kWaitLimitNs) {
         ctx_->fail(kWaitTimedOut);
@@ -130,22 +149,15 @@ class Tile {
   }
 
   // All threads: counts this tile of `stage` done once every thread's
-  // stores are made (a barrier, then a release by thread 0); the last tile
-  // of the task resets the counters.
+  // stores are made (a barrier, then a release by thread 0), and counts it
+  // in the task's counter, which only the next run reads (after this run's
+  // submission finished).
   __device__ void Done(int stage) const {
     __syncthreads();
     if (threadIdx.x != 0) return;
     FenceAcqRel();  // the block's results before the count (release)
-    asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(counters_ + stage * kCounterStride)
-                 : "memory");
-    FenceAcqRel();  // the stage's count before the task's
-    unsigned int* finished = counters_ + stages_ * kCounterStride;
-    if (atomicAdd(finished, 1u) + 1u != tiles_) return;
-    FenceAcqRel();
-    for (int s = 0; s <= stages_; ++s) {
-      *reinterpret_cast<volatile unsigned int*>(counters_ + s * kCounterStride) = 0u;
-    }
-    __threadfence();
+    AddRelaxed(counters_ + stage * kCounterStride);
+    AddRelaxed(counters_ + stages_ * kCounterStride);
   }
 
   __device__ const OpContext& ctx() const { return *ctx_; }
@@ -153,9 +165,10 @@ class Tile {
  private:
   const OpContext* ctx_;
   const TensorDesc* table_;
-  unsigned int* counters_ = nullptr;
+  unsigned long long* counters_ = nullptr;
   int stages_;
   unsigned int tiles_;
+  unsigned long long run_ = 0;  // thread 0's: this run's number, from 0
 };
 
 // A stage with nothing to wait for.
