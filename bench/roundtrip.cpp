@@ -80,8 +80,7 @@ DeviceParts Split(const std::vector<TraceEvent>& events,
     parts.tiles.us.push_back(us(static_cast<double>(b.last - b.first)));
     parts.to_count.us.push_back(us(counted - static_cast<double>(b.last)));
     parts.complete.us.push_back(us(static_cast<double>(b.complete->duration_ns)));
-    parts.device.us.push_back(
-        us(counted + static_cast<double>(b.complete->duration_ns) - claim));
+    parts.device.us.push_back(us(counted + static_cast<double>(b.complete->duration_ns) - claim));
   }
   return parts;
 }
@@ -169,12 +168,12 @@ int Main(int argc, char** argv) {
       "completion is counted, complete = counted until the completion word is stored, device = "
       "claim until stored; host_and_link = roundtrip - submit - device (medians): the pick-up "
       "and the host noticing the word";
-  std::printf("%-12s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "case", "submit", "roundtr",
-              "admit", "to_tile", "tiles", "to_count", "complete", "device", "rest");
+  std::printf("%-12s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "case", "submit", "roundtr", "admit",
+              "to_tile", "tiles", "to_count", "complete", "device", "rest");
   for (Case& k : cases) {
     const DeviceParts parts = Split(*events, k.sequences);
-    const double rest = k.roundtrip.Percentile(0.5) - k.submit.Percentile(0.5) -
-                        parts.device.Percentile(0.5);
+    const double rest =
+        k.roundtrip.Percentile(0.5) - k.submit.Percentile(0.5) - parts.device.Percentile(0.5);
     doc["cases"][k.name] = {{"submit", Summary(k.submit)},
                             {"roundtrip", Summary(k.roundtrip)},
                             {"admit", Summary(parts.admit)},
@@ -185,10 +184,10 @@ int Main(int argc, char** argv) {
                             {"device", Summary(parts.device)},
                             {"host_and_link_us", rest}};
     std::printf("%-12s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f\n", k.name.c_str(),
-                k.submit.Percentile(0.5), k.roundtrip.Percentile(0.5),
-                parts.admit.Percentile(0.5), parts.to_first_tile.Percentile(0.5),
-                parts.tiles.Percentile(0.5), parts.to_count.Percentile(0.5),
-                parts.complete.Percentile(0.5), parts.device.Percentile(0.5), rest);
+                k.submit.Percentile(0.5), k.roundtrip.Percentile(0.5), parts.admit.Percentile(0.5),
+                parts.to_first_tile.Percentile(0.5), parts.tiles.Percentile(0.5),
+                parts.to_count.Percentile(0.5), parts.complete.Percentile(0.5),
+                parts.device.Percentile(0.5), rest);
   }
   std::ofstream(out_path) << doc.dump(1) << "\n";
   std::printf("wrote %s (correct: %s)\n", out_path.c_str(), correct ? "true" : "false");

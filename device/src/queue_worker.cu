@@ -175,8 +175,7 @@ __device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission&
     const unsigned int entries = sub.successor_count + sub.root_count;
     const unsigned int first = (i - task_words - tensor_words) * 4;
     const unsigned int values[4] = {static_cast<unsigned int>(v.x), static_cast<unsigned int>(v.y),
-                                    static_cast<unsigned int>(v.z),
-                                    static_cast<unsigned int>(v.w)};
+                                    static_cast<unsigned int>(v.z), static_cast<unsigned int>(v.w)};
 #pragma unroll
     for (unsigned int k = 0; k < 4; ++k) {
       if (first + k >= entries) break;
@@ -196,8 +195,8 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
   const unsigned int task_words = sub.task_count * kTaskWords;
   const unsigned int tensor_words = sub.tensor_count * kTensorWords;
   const unsigned int entries = sub.successor_count + sub.root_count;
-  const unsigned int total = gpuos::device::SubmissionPayloadWords(sub.task_count,
-                                                                   sub.tensor_count, entries);
+  const unsigned int total =
+      gpuos::device::SubmissionPayloadWords(sub.task_count, sub.tensor_count, entries);
   const int4* tasks_in = reinterpret_cast<const int4*>(q.staged_tasks + sub.task_begin);
   const int4* tensors_in = reinterpret_cast<const int4*>(q.staged_tensors + sub.tensor_begin);
   const unsigned int* entries_in = q.staged_successors + sub.successor_begin;
@@ -240,8 +239,7 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // submission_capacity (the ring slot) is used, so a gate retry passes the
 // slot. A submission whose gate is closed is not admitted: a retry entry is
 // pushed and kNone returned.
-__device__ unsigned long long Admit(const Queue& q, unsigned long long index,
-                                    bool* first_claimed) {
+__device__ unsigned long long Admit(const Queue& q, unsigned long long index, bool* first_claimed) {
   __shared__ Submission sub;
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;

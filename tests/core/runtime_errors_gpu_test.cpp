@@ -293,7 +293,8 @@ TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   // Each submission has one admit and one complete record of the queue's
   // own, before its first task starts and after its last one ends.
-  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>> task_span;  // first start, last end
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::uint64_t>>
+      task_span;  // first start, last end
   std::map<std::pair<std::uint64_t, std::string>, std::vector<const TraceEvent*>> queue_records;
   for (const TraceEvent& e : *events) {
     if (e.category == "queue") {

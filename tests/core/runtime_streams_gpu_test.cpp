@@ -138,6 +138,51 @@ TEST_F(RuntimeStreamsGpuTest, SubmissionSeesTheResultOfALongStream) {
   runtime->Free(*big);
 }
 
+// A gated graph whose first root is tiled, and two more tiled roots: the
+// block that admits it after the gate opens (a retry entry of the ready
+// ring) claims the first root's tile 0 and announces its helpers as part of
+// the admission, as a submission claimed from the tail does. Each output
+// must be x + alpha everywhere: a tile run twice or never shows.
+TEST_F(RuntimeStreamsGpuTest, GatedGraphWithTiledRootsRunsEveryTileOnce) {
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
+  auto buffers = MakeBuffers(*runtime);
+  ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
+  std::vector<DeviceTensor> outs;
+  for (int k = 0; k < 3; ++k) {
+    auto out = Upload(*runtime, Filled(kN, NAN));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  auto stream = UserStream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  auto latch = HostLatch::Create();
+  ASSERT_TRUE(latch.ok()) << latch.status().ToString();
+  ASSERT_OK((*latch)->HoldBack((*stream)->get()));
+  ASSERT_OK(EnqueueWriteThree(**stream, buffers->x));
+  TaskGraph graph(*runtime);
+  TaskOptions tiled;
+  tiled.tiles = 8;
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_TRUE(graph
+                    .Add("add", DType::kF32, {buffers->x.desc, buffers->ones.desc, outs[k].desc},
+                         {{"alpha", std::to_string(k + 1)}}, {}, tiled)
+                    .ok());
+  }
+  ASSERT_EQ(graph.tasks()[0].num_tiles, 8u);
+  auto gated = runtime->Submit(graph, SubmitOptions{.wait_for = (*stream)->get()});
+  ASSERT_TRUE(gated.ok()) << gated.status().ToString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_FALSE(gated->Ready());
+  (*latch)->Open();
+  ASSERT_OK(gated->Wait(std::chrono::seconds(10)));
+  for (int k = 0; k < 3; ++k) {
+    auto out = Download(*runtime, outs[k]);
+    ASSERT_TRUE(out.ok());
+    ExpectAll(*out, 3.0f + static_cast<float>(k + 1));
+  }
+  ASSERT_OK((*stream)->Synchronize());
+}
+
 // Three-way: stream A (held back) -> gpuos graph -> stream B copies the
 // result to the host. Every call returns while A is still held back.
 TEST_F(RuntimeStreamsGpuTest, StreamWaitsForASubmission) {

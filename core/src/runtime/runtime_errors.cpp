@@ -211,9 +211,8 @@ Status RuntimeImpl::DescribeFailure(std::uint64_t sequence,
     if (record.sequence == sequence && index < record.task_count) {
       // A scheduler plugin may have staged a root elsewhere (runtime_plugins.h).
       const device::TaskDesc* staged =
-          record.inline_words != 0
-              ? reinterpret_cast<const device::TaskDesc*>(ring_slot.payload)
-              : staged_tasks_ + record.task_begin;
+          record.inline_words != 0 ? reinterpret_cast<const device::TaskDesc*>(ring_slot.payload)
+                                   : staged_tasks_ + record.task_begin;
       std::uint32_t at = index;
       if (staged[at].task_id != status.task_id) {
         at = 0;

@@ -240,17 +240,17 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
       device::SubmissionPayloadWords(task_count, tensor_count, entry_count);
   const bool inline_graph = payload_words <= device::kInlinePayloadWords;
   unsigned char* payload = reinterpret_cast<unsigned char*>(ring_slot.payload);
-  device::TaskDesc* task_out = inline_graph ? reinterpret_cast<device::TaskDesc*>(payload)
-                                            : staged_tasks_ + task_begin;
+  device::TaskDesc* task_out =
+      inline_graph ? reinterpret_cast<device::TaskDesc*>(payload) : staged_tasks_ + task_begin;
   device::TensorDesc* tensor_out =
       inline_graph
           ? reinterpret_cast<device::TensorDesc*>(payload + task_count * sizeof(device::TaskDesc))
           : staged_tensors_ + tensor_begin;
   std::uint32_t* entry_out =
-      inline_graph ? reinterpret_cast<std::uint32_t*>(
-                         payload + task_count * sizeof(device::TaskDesc) +
-                         std::size_t{tensor_count} * sizeof(device::TensorDesc))
-                   : staged_successors_ + edge_begin;
+      inline_graph
+          ? reinterpret_cast<std::uint32_t*>(payload + task_count * sizeof(device::TaskDesc) +
+                                             std::size_t{tensor_count} * sizeof(device::TensorDesc))
+          : staged_successors_ + edge_begin;
   const std::uint32_t first_id = next_task_id_;
   next_task_id_ += task_count;
   for (std::uint32_t i = 0; i < task_count; ++i) {

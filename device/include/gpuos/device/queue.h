@@ -74,8 +74,8 @@ struct alignas(16) SubmissionSlot {
 
 // 16-byte words of a graph's inline payload (Submission::inline_words).
 GPUOS_HOST_DEVICE inline unsigned int SubmissionPayloadWords(unsigned int tasks,
-                                                            unsigned int tensors,
-                                                            unsigned int successor_entries) {
+                                                             unsigned int tensors,
+                                                             unsigned int successor_entries) {
   return tasks * (sizeof(TaskDesc) / 16) + tensors * (sizeof(TensorDesc) / 16) +
          (successor_entries + 3) / 4;
 }
