@@ -61,8 +61,10 @@ struct RuntimeConfig {
   // device at once (all must be resident).
   unsigned int blocks = 0;
   // Queue sizes. A graph must fit: tasks <= task_capacity, distinct tensors
-  // <= tensor_capacity, edges <= successor_capacity. When they are full,
-  // Submit waits (backpressure) until older submissions finish.
+  // <= tensor_capacity, edges + roots <= successor_capacity. When they are
+  // full, Submit waits (backpressure) until older submissions finish. Each
+  // of the submission_capacity ring slots takes 8 KiB of pinned host memory
+  // (a small graph travels in its slot: docs/runtime.md, "The queue").
   unsigned int task_capacity = 1u << 16;
   unsigned int tensor_capacity = 1u << 16;
   unsigned int successor_capacity = 1u << 18;
