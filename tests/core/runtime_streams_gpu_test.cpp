@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 
 #include "runtime_gpu_fixture.h"
@@ -51,6 +52,22 @@ Status EnqueueWriteThree(const UserStream& stream, const DeviceTensor& x) {
       "cuMemsetD32Async(x)");
 }
 
+// A user stream held back by a host latch (until Open), with x = 3 queued
+// behind the latch.
+struct HeldBackWrite {
+  std::unique_ptr<UserStream> stream;
+  std::unique_ptr<HostLatch> latch;
+};
+
+Expected<HeldBackWrite> HoldBackWriteThree(const DeviceTensor& x) {
+  HeldBackWrite held;
+  GPUOS_ASSIGN_OR_RETURN(held.stream, UserStream::Create());
+  GPUOS_ASSIGN_OR_RETURN(held.latch, HostLatch::Create());
+  GPUOS_RETURN_IF_ERROR(held.latch->HoldBack(held.stream->get()));
+  GPUOS_RETURN_IF_ERROR(EnqueueWriteThree(*held.stream, x));
+  return held;
+}
+
 void ExpectAll(const std::vector<float>& values, float expected) {
   for (std::size_t i = 0; i < values.size(); ++i) {
     ASSERT_EQ(values[i], expected) << "at " << i;
@@ -61,12 +78,8 @@ TEST_F(RuntimeStreamsGpuTest, SubmissionWaitsForAStreamWithoutBlockingAnyoneElse
   OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   auto buffers = MakeBuffers(*runtime);
   ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
-  auto stream = UserStream::Create();
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  auto latch = HostLatch::Create();
-  ASSERT_TRUE(latch.ok()) << latch.status().ToString();
-  ASSERT_OK((*latch)->HoldBack((*stream)->get()));
-  ASSERT_OK(EnqueueWriteThree(**stream, buffers->x));
+  auto held = HoldBackWriteThree(buffers->x);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
 
   TaskGraph graph(*runtime);
   ASSERT_TRUE(graph
@@ -75,11 +88,11 @@ TEST_F(RuntimeStreamsGpuTest, SubmissionWaitsForAStreamWithoutBlockingAnyoneElse
                   .ok());
   // The stream is held back until the latch opens: had Submit waited for
   // it, this call would never return.
-  auto gated = runtime->Submit(graph, SubmitOptions{.wait_for = (*stream)->get()});
+  auto gated = runtime->Submit(graph, SubmitOptions{.wait_for = held->stream->get()});
   ASSERT_TRUE(gated.ok()) << gated.status().ToString();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(gated->Ready());
-  EXPECT_EQ((*stream)->Query(), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(held->stream->Query(), CUDA_ERROR_NOT_READY);
 
   // Later submissions run while the gated one waits.
   auto other_out = Upload(*runtime, Filled(kN, NAN));
@@ -96,7 +109,7 @@ TEST_F(RuntimeStreamsGpuTest, SubmissionWaitsForAStreamWithoutBlockingAnyoneElse
   ExpectAll(*other_values, 2.0f);
   EXPECT_FALSE(gated->Ready());
 
-  (*latch)->Open();
+  held->latch->Open();
   ASSERT_OK(gated->Wait(std::chrono::seconds(10)));
   auto out = Download(*runtime, buffers->out);
   ASSERT_TRUE(out.ok());
@@ -153,12 +166,8 @@ TEST_F(RuntimeStreamsGpuTest, GatedGraphWithTiledRootsRunsEveryTileOnce) {
     ASSERT_TRUE(out.ok());
     outs.push_back(*out);
   }
-  auto stream = UserStream::Create();
-  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
-  auto latch = HostLatch::Create();
-  ASSERT_TRUE(latch.ok()) << latch.status().ToString();
-  ASSERT_OK((*latch)->HoldBack((*stream)->get()));
-  ASSERT_OK(EnqueueWriteThree(**stream, buffers->x));
+  auto held = HoldBackWriteThree(buffers->x);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
   TaskGraph graph(*runtime);
   TaskOptions tiled;
   tiled.tiles = 8;
@@ -169,18 +178,18 @@ TEST_F(RuntimeStreamsGpuTest, GatedGraphWithTiledRootsRunsEveryTileOnce) {
                     .ok());
   }
   ASSERT_EQ(graph.tasks()[0].num_tiles, 8u);
-  auto gated = runtime->Submit(graph, SubmitOptions{.wait_for = (*stream)->get()});
+  auto gated = runtime->Submit(graph, SubmitOptions{.wait_for = held->stream->get()});
   ASSERT_TRUE(gated.ok()) << gated.status().ToString();
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_FALSE(gated->Ready());
-  (*latch)->Open();
+  held->latch->Open();
   ASSERT_OK(gated->Wait(std::chrono::seconds(10)));
   for (int k = 0; k < 3; ++k) {
     auto out = Download(*runtime, outs[k]);
     ASSERT_TRUE(out.ok());
     ExpectAll(*out, 3.0f + static_cast<float>(k + 1));
   }
-  ASSERT_OK((*stream)->Synchronize());
+  ASSERT_OK(held->stream->Synchronize());
 }
 
 // Three-way: stream A (held back) -> gpuos graph -> stream B copies the
