@@ -860,10 +860,9 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
       bool first_claimed = false;
       const unsigned long long first = Admit(q, value, &first_claimed);
       if (first != kNone) {
-        if (threadIdx.x == 0) {
-          const unsigned int slot = DecodeReady(first).slot;
+        if (threadIdx.x == 0 && q.trace != nullptr) {  // no sequence read when not tracing
           recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,
-                              Volatile(q.sequences + slot));
+                              Volatile(q.sequences + DecodeReady(first).slot));
         }
         Invalidate(cache);
         RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);

@@ -171,21 +171,24 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   const auto& edges = graph.successors();
   const std::uint32_t task_count = static_cast<std::uint32_t>(tasks.size());
   const std::uint32_t tensor_count = static_cast<std::uint32_t>(tensors.size());
-  // The roots, in staging order, follow the edges in the successor arena
-  // (device::Submission): the device starts them without scanning the graph.
+  // One pass over the tasks in staging order: the ready-ring entries they
+  // may take, and the roots, which follow the edges in the successor arena
+  // (device::Submission) so that the device starts them without scanning.
   roots_.clear();
+  std::uint64_t ready_need = 0;
+  std::uint32_t first_root_tiles = 1;
   for (std::uint32_t i = 0; i < task_count; ++i) {
-    const std::uint32_t deps =
-        tasks[staging_order.empty() ? i : staging_order[i]].dependency_counter;
-    if (deps == 0 || deps == device::kNoDependencyCounter) roots_.push_back(i);
+    const device::TaskDesc& task = tasks[staging_order.empty() ? i : staging_order[i]];
+    const std::uint32_t tiles = std::max(task.num_tiles, 1u);
+    ready_need += std::min<std::uint32_t>(tiles, blocks_);
+    if (task.dependency_counter == 0 || task.dependency_counter == device::kNoDependencyCounter) {
+      if (roots_.empty()) first_root_tiles = tiles;
+      roots_.push_back(i);
+    }
   }
   const std::uint32_t root_count = static_cast<std::uint32_t>(roots_.size());
   const std::uint32_t edge_count = static_cast<std::uint32_t>(edges.size());
   const std::uint32_t entry_count = edge_count + root_count;
-  std::uint64_t ready_need = 0;
-  for (const device::TaskDesc& task : tasks) {
-    ready_need += std::min<std::uint32_t>(std::max(task.num_tiles, 1u), blocks_);
-  }
   if (options.wait_for != nullptr) ++ready_need;  // the gate's retry entry (runtime_streams.cpp)
   if (task_count > task_arena_.capacity() || tensor_count > tensor_arena_.capacity() ||
       entry_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
@@ -298,7 +301,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.root_count = root_count;
   record.inline_words = inline_graph ? payload_words : 0;
   record.first_root = root_count == 0 ? 0 : static_cast<std::uint32_t>(task_begin) + roots_[0];
-  record.first_root_tiles = root_count == 0 ? 1 : std::max(1u, task_out[roots_[0]].num_tiles);
+  record.first_root_tiles = first_root_tiles;
   diagnostics_.history.Add({sequence, first_id, task_count});
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 
