@@ -101,11 +101,7 @@ class FusedElementwiseTest : public ::testing::Test {
   }
 
   static const OperatorSpec* Op(const std::string& name) {
-    for (const OperatorSpec& op : *ops_) {
-      if (op.name == name) return &op;
-    }
-    ADD_FAILURE() << "no operator " << name;
-    return nullptr;
+    return testing::FindOperatorOrFail(*ops_, name);
   }
 
   static FusedStep Step(const std::string& name, std::vector<Operand> operands,

@@ -37,6 +37,16 @@ inline std::vector<OperatorSpec> BuiltinOperators() {
   return ops;
 }
 
+// The operator named `name` in `ops`, or nullptr after a test failure.
+inline const OperatorSpec* FindOperatorOrFail(const std::vector<OperatorSpec>& ops,
+                                              const std::string& name) {
+  for (const OperatorSpec& op : ops) {
+    if (op.name == name) return &op;
+  }
+  ADD_FAILURE() << "no operator " << name;
+  return nullptr;
+}
+
 // Options for tests: a fixed arch and no output on stderr.
 inline JitOptions TestOptions(const std::string& arch) {
   JitOptions options;

@@ -26,11 +26,7 @@ class StitchedProgramTest : public ::testing::Test {
   }
 
   static const OperatorSpec* Op(const std::string& name) {
-    for (const OperatorSpec& op : *ops_) {
-      if (op.name == name) return &op;
-    }
-    ADD_FAILURE() << "no built-in operator " << name;
-    return nullptr;
+    return testing::FindOperatorOrFail(*ops_, name);
   }
 
   // A dense row-major view of `sizes` at `offset` of `buffer`.

@@ -20,7 +20,6 @@ Needs a CUDA device; sets GPUOS_TORCH_TRACE itself. Writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -61,11 +60,9 @@ def main() -> int:
     parser.add_argument("--out", required=True, help="directory for task_profile.json and traces")
     parser.add_argument("--calls", type=int, default=50, help="timed calls per case")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIPPED: needs a CUDA device", file=sys.stderr)
+    device = trace_events.cuda_device_or_skip(args.out)
+    if device is None:
         return 0
-    os.makedirs(args.out, exist_ok=True)
-    device = torch.device("cuda", 0)
     generator = torch.Generator().manual_seed(0)
     results = []
     for case in workloads.cases():
@@ -88,9 +85,7 @@ def main() -> int:
         for name, op in list(summary["operators"].items())[:8]:
             print(f"    {name:24s} {op['tiles_per_call']:6.1f} tiles/call  median "
                   f"{op['median_us']:7.2f} us  total {op['total_us_per_call']:8.1f} us/call")
-    with open(os.path.join(args.out, "task_profile.json"), "w") as f:
-        json.dump({"commit": os.environ.get("GPUOS_COMMIT", "unknown"),
-                   "device": torch.cuda.get_device_name(0), "cases": results}, f, indent=1)
+    trace_events.write_cases(os.path.join(args.out, "task_profile.json"), results)
     return 0
 
 

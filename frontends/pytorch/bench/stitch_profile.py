@@ -19,7 +19,6 @@ Needs a CUDA device; sets GPUOS_TORCH_TRACE itself. Writes
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -103,11 +102,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=50, help="timed calls per case")
     parser.add_argument("--case", help="one case name of workloads.py (default: all)")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIPPED: needs a CUDA device", file=sys.stderr)
+    device = trace_events.cuda_device_or_skip(args.out)
+    if device is None:
         return 0
-    os.makedirs(args.out, exist_ok=True)
-    device = torch.device("cuda", 0)
     cases = [c for c in workloads.cases() if not args.case or c.name == args.case]
     results = []
     for case in cases:
@@ -119,9 +116,7 @@ def main() -> int:
         for s in r["stages"]:
             print(f"    {s['op']:12s} {s['tiles']:4d} tiles  first start {s['first_start']:6.1f}  "
                   f"last start {s['last_start']:6.1f}  done {s['end']:6.1f}  tile {s['tile']:5.2f}")
-    with open(os.path.join(args.out, "stitch_profile.json"), "w") as f:
-        json.dump({"commit": os.environ.get("GPUOS_COMMIT", "unknown"),
-                   "device": torch.cuda.get_device_name(0), "cases": results}, f, indent=1)
+    trace_events.write_cases(os.path.join(args.out, "stitch_profile.json"), results)
     return 0
 
 

@@ -24,7 +24,6 @@ table.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -137,11 +136,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=100, help="timed calls per case")
     parser.add_argument("--suffix", default="", help="appended to the JSON file's name")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIPPED: needs a CUDA device", file=sys.stderr)
+    device = trace_events.cuda_device_or_skip(args.out)
+    if device is None:
         return 0
-    os.makedirs(args.out, exist_ok=True)
-    device = torch.device("cuda", 0)
     torch.manual_seed(0)
     results = []
     for name, make in _cases():
@@ -181,9 +178,7 @@ def main() -> int:
                   f"{'' if gap is None else f'{gap:5.2f}':>5s}  last tile starts "
                   f"+{row['last_tile_start_us']:4.2f}")
         os.remove(trace)
-    with open(os.path.join(args.out, f"task_chain_probe{args.suffix}.json"), "w") as f:
-        json.dump({"commit": os.environ.get("GPUOS_COMMIT", "unknown"),
-                   "device": torch.cuda.get_device_name(0), "cases": results}, f, indent=1)
+    trace_events.write_cases(os.path.join(args.out, f"task_chain_probe{args.suffix}.json"), results)
     return 0
 
 

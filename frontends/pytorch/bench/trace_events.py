@@ -5,6 +5,8 @@ profile_tasks.py, stitch_profile.py, task_chain_probe.py)."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from collections import defaultdict
 
@@ -71,3 +73,24 @@ def time_calls(fn, inputs, device, calls: int) -> list[float]:
         stream.synchronize()
         wall.append((time.perf_counter() - start) * 1e6)
     return wall
+
+
+def cuda_device_or_skip(out: str):
+    """The device the diagnostics run on (cuda:0, with `out` created), or
+    None after printing why they are skipped (no CUDA device)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print("SKIPPED: needs a CUDA device", file=sys.stderr)
+        return None
+    os.makedirs(out, exist_ok=True)
+    return torch.device("cuda", 0)
+
+
+def write_cases(path: str, cases: list) -> None:
+    """A diagnostic's JSON: the commit (GPUOS_COMMIT), the device and its cases."""
+    import torch
+
+    with open(path, "w") as f:
+        json.dump({"commit": os.environ.get("GPUOS_COMMIT", "unknown"),
+                   "device": torch.cuda.get_device_name(0), "cases": cases}, f, indent=1)

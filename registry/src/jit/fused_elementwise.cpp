@@ -294,11 +294,7 @@ class Planner {
   std::vector<bool> read_;
 };
 
-struct FusedCode {
-  std::string device_code;
-  int device_code_lines = 0;
-  std::string body;
-};
+using FusedCode = jit::GeneratedCode;
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
@@ -329,9 +325,7 @@ FusedCode Generate(const Plan& plan, DType dtype, const std::string& virtual_fil
     w.Line("}");
     w.Line("}  // namespace " + c.ns);
   }
-  FusedCode code;
-  code.device_code = w.Take();
-  for (char ch : code.device_code) code.device_code_lines += ch == '\n' ? 1 : 0;
+  FusedCode code = jit::WithDeviceCode(w.Take());
 
   std::string body;
   for (std::size_t i = 0; i < plan.calls.size(); ++i) {
@@ -381,9 +375,7 @@ Expected<OperatorSpec> FuseElementwise(const FusedElementwiseDesc& desc) {
   output.name = "out";
   output.description = "the output of step " + std::to_string(desc.steps.size() - 1);
   spec.outputs.push_back(std::move(output));
-  spec.device_code = CodeBlock{std::move(code.device_code), SourceLocation{file, 1, 1}};
-  spec.body = CodeBlock{std::move(code.body), SourceLocation{file, code.device_code_lines + 1, 1}};
-  spec.location = SourceLocation{file, 1, 1};
+  jit::AttachGeneratedCode(std::move(code), file, &spec);
   return spec;
 }
 

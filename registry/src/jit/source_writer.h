@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "gpuos/registry/operator_spec.h"
 
@@ -14,6 +15,32 @@ namespace gpuos::registry::jit {
 // ("ops.yaml@T=f16"), so compiler messages can say which dtype failed. The
 // log rewriter (nvrtc_log.h) strips it again.
 inline constexpr std::string_view kInstantiationMarker = "@T=";
+
+// A generated operator's code (fused elementwise, stitched programs):
+// `device_code` at namespace scope and the operator's `body`, reported under
+// one virtual file in which the body's lines follow the device code's.
+struct GeneratedCode {
+  std::string device_code;
+  int device_code_lines = 0;  // newlines in device_code
+  std::string body;
+};
+
+// `device_code` with its lines counted (the body is set by the caller).
+inline GeneratedCode WithDeviceCode(std::string device_code) {
+  GeneratedCode code;
+  code.device_code = std::move(device_code);
+  for (char ch : code.device_code) code.device_code_lines += ch == '\n' ? 1 : 0;
+  return code;
+}
+
+// Sets spec's device_code, body and location to `code` in `virtual_file`.
+inline void AttachGeneratedCode(GeneratedCode code, const std::string& virtual_file,
+                                OperatorSpec* spec) {
+  spec->device_code = CodeBlock{std::move(code.device_code), SourceLocation{virtual_file, 1, 1}};
+  spec->body =
+      CodeBlock{std::move(code.body), SourceLocation{virtual_file, code.device_code_lines + 1, 1}};
+  spec->location = SourceLocation{virtual_file, 1, 1};
+}
 
 class SourceWriter {
  public:

@@ -275,9 +275,7 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
     }
     w.Line("}  // namespace s" + I(s));
   }
-  StitchCode code;
-  code.device_code = w.Take();
-  for (char ch : code.device_code) code.device_code_lines += ch == '\n' ? 1 : 0;
+  StitchCode code = WithDeviceCode(w.Take());
 
   std::string body;
   body += "(void)table;\n";

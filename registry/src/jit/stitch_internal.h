@@ -11,6 +11,7 @@
 #include "gpuos/registry/operator_spec.h"
 #include "gpuos/registry/stitched_program.h"
 #include "gpuos/status.h"
+#include "source_writer.h"
 
 namespace gpuos::registry::jit {
 
@@ -102,11 +103,7 @@ struct Stage {
 
 // The stitched operator's device_code and body for `stages` (tiles and
 // waits set); `virtual_file` names the code in its #line directives.
-struct StitchCode {
-  std::string device_code;
-  int device_code_lines = 0;
-  std::string body;
-};
+using StitchCode = GeneratedCode;
 StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t table_entries,
                               std::uint32_t total_tiles, const std::string& virtual_file);
 

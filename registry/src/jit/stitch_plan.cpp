@@ -712,9 +712,7 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   table.description = "the program's buffers, then the stage counters (TaskGraph::AddTableTask)";
   table.dtype = DType::kU8;
   spec.outputs.push_back(std::move(table));
-  spec.device_code = CodeBlock{std::move(code.device_code), SourceLocation{file, 1, 1}};
-  spec.body = CodeBlock{std::move(code.body), SourceLocation{file, code.device_code_lines + 1, 1}};
-  spec.location = SourceLocation{file, 1, 1};
+  jit::AttachGeneratedCode(std::move(code), file, &spec);
   return result;
 }
 
