@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpuos/content_hash.h"
+#include "gpuos/device/abi.h"
 #include "gpuos/registry/codegen.h"
 #include "gpuos/registry/fused_elementwise.h"
 #include "gpuos/registry/stitched_program.h"
@@ -28,8 +29,9 @@ using jit::Strided3;
 
 constexpr std::string_view kHashFormat = "gpuos stitched program 1";
 constexpr std::string_view kVirtualFilePrefix = "stitched:";
-constexpr int kThreads = 256;
-constexpr long long kScratchBytes = 8192;  // device::kWorkerScratchBytes
+// The worker's block (stitched stage code is written for it: stitch.cuh).
+constexpr int kThreads = static_cast<int>(device::kWorkerThreads);
+constexpr long long kScratchBytes = device::kWorkerScratchBytes;
 constexpr long long kMaxRowLength = 1024;  // 32 values a lane in registers
 constexpr long long kFewRows = 8;          // rows a kKFast tile holds
 constexpr std::uint32_t kMaxTiles = 65535;
