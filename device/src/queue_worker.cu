@@ -294,7 +294,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
   // barrier, so the copies and counters reach those blocks before the task.
   __syncthreads();
   if (sub.task_count == 0) {
-    if (threadIdx.x == 0) CompleteSubmission(q, slot);
+    if (threadIdx.x == 0) CompleteSubmission(q, slot, sub.sequence);
     return kNone;
   }
   if (threadIdx.x == 0 && helpers != 0) {
@@ -628,6 +628,13 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // descriptor (one racecheck run: an element one add short;
         // bench/results/experiments/help_board_race_5934a45.txt).
         ahead = atomicAdd(&q.nodes[task].tiles_next, 1u);
+        // When every other tile had a helper ticket of its own (tiles <=
+        // blocks), the tickets nobody took are taken back at once, in flight
+        // together with the claim (one round trip less before the count): a
+        // helper that has not come by the time a tile is done is not needed,
+        // the blocks already running claim what is left.
+        int early_left = 0;
+        if (tiles <= gridDim.x) early_left = atomicExch(&q.nodes[task].helper_tickets, 0);
         // No tile left for this block: it will join the task's tiled sole
         // successor once the task is done (the blocks that ran its tiles
         // start the successor's tiles at once, instead of going back to the
@@ -639,14 +646,14 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         if (ahead >= tiles) {
           join = TiledSoleSuccessor(q, cache, at);
           // Every tile is claimed: a helper that came now would find nothing
-          // to run, so the tickets nobody took are taken back here (they
-          // count as helpers that came and left), while this tile's results
-          // are fenced, not after the count below. Whichever block takes
-          // them counts them; the block finishing the last tile has always
-          // been here.
-          const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
-          taken_back = left > 0 ? static_cast<unsigned int>(left) : 0u;
+          // to run, so the tickets nobody took are taken back here (above
+          // when tiles <= blocks; they count as helpers that came and left),
+          // while this tile's results are fenced, not after the count below.
+          // Whichever block takes them counts them; the block finishing the
+          // last tile has always been here.
+          if (tiles > gridDim.x) early_left = atomicExch(&q.nodes[task].helper_tickets, 0);
         }
+        taken_back = early_left > 0 ? static_cast<unsigned int>(early_left) : 0u;
         if (join != kNoTask) {
           atomicAdd(q.remaining + slot, 1u);
           completions->Add(q, slot, 1);

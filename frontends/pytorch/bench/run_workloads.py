@@ -102,16 +102,26 @@ def _gpuos_counters() -> dict:
     return counters
 
 
-def _gpuos_delta(before: dict, after: dict, calls: int) -> dict:
-    delta = {k: after[k] - before[k] for k in GPUOS_COUNTERS}
-    fallbacks = {k: v - before["fallbacks"].get(k, 0) for k, v in after["fallbacks"].items()}
+def _add_delta(total: Optional[dict], before: dict, after: dict) -> dict:
+    """`total` plus what gpuos's counters did between `before` and `after`."""
+    total = total or {k: 0 for k in GPUOS_COUNTERS} | {"fallbacks": {}}
+    for k in GPUOS_COUNTERS:
+        total[k] += after[k] - before[k]
+    for k, v in after["fallbacks"].items():
+        total["fallbacks"][k] = total["fallbacks"].get(k, 0) + v - before["fallbacks"].get(k, 0)
+    total["fallback_reasons"] = after["fallback_reasons"]
+    return total
+
+
+def _gpuos_delta(delta: dict, calls: int) -> dict:
+    """What one variant's timed blocks (`calls` calls) did, per call."""
     return {"calls": calls,
             "submissions_per_call": delta["submissions"] / calls if calls else None,
             "tasks_per_call": delta["tasks"] / calls if calls else None,
             "compiled_calls": delta["compiled_calls"], "split_calls": delta["split_calls"],
             "eager_calls": delta["eager_calls"], "traces": delta["traces"],
-            "fallbacks": {k: v for k, v in fallbacks.items() if v},
-            "fallback_reasons": after["fallback_reasons"]}
+            "fallbacks": {k: v for k, v in delta["fallbacks"].items() if v},
+            "fallback_reasons": delta["fallback_reasons"]}
 
 
 def run_case(case: workloads.Case, names: list[str], device: torch.device, counts: dict,
@@ -151,10 +161,11 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
                 v.error = f"check: {type(error).__name__}: {error}"
                 live.remove(v)
         samples = {v.name: [] for v in live}
-        gpuos_before = _gpuos_counters()
+        counted = {}  # variant -> gpuos's counters over its own blocks
         for r in range(counts["rounds"]):
             shift = r % len(live) if live else 0
             for v in live[shift:] + live[:shift]:
+                before = _gpuos_counters() if v.name == "gpuos_compile" else None
                 for _ in range(counts["block_warmup"]):
                     v.call()
                 _sync(device)
@@ -163,7 +174,8 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
                     v.call()
                     _sync(device)
                     samples[v.name].append((time.perf_counter_ns() - start) / 1e3)
-        gpuos_after = _gpuos_counters()
+                if before is not None:
+                    counted[v.name] = _add_delta(counted.get(v.name), before, _gpuos_counters())
     rows = []
     for v in built:
         row = {"workload": case.workload, **case.params, "case": case.name, "variant": v.name,
@@ -182,8 +194,8 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
                        iterations=len(values), correct=ok, max_abs_err=worst)
             if why:
                 row["mismatch"] = why
-        if v.name == "gpuos_compile" and v.name in samples:
-            row["gpuos"] = dict(_gpuos_delta(gpuos_before, gpuos_after, len(samples[v.name])
+        if v.name in counted:
+            row["gpuos"] = dict(_gpuos_delta(counted[v.name], len(samples[v.name])
                                              + counts["rounds"] * counts["block_warmup"]),
                                 executor=v.info.get("executor"))
         if v.name == "gpuos_batching" and v.info:

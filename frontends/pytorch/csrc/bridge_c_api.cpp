@@ -183,6 +183,10 @@ int gpuos_torch_program_check(const char* program_json) {
   });
 }
 
+int gpuos_torch_program_idle(const GpuosTorchProgram* program) {
+  return program != nullptr && program->program->Idle() ? 1 : 0;
+}
+
 unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program) {
   return program == nullptr ? 0 : program->program->num_tasks();
 }

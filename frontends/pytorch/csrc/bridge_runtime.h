@@ -78,6 +78,11 @@ class Program {
   // Runtime::KeepWarm of the program's runtime.
   Status KeepWarm() { return runtime_->KeepWarm(); }
 
+  // No launch of this program (or of its unstitched fallback) is running
+  // or unseen: each one's results were seen on the host. The buffers the
+  // last launch was bound to are then free of gpuos's use.
+  bool Idle() const { return pending_.empty() && (fallback_ == nullptr || fallback_->Idle()); }
+
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }
   bool stitched() const { return stitched_; }

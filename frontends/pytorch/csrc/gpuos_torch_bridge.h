@@ -87,6 +87,10 @@ int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long l
 // now, a running one stays up for another idle period (a launch expected
 // soon, e.g. at the end of a batching replay).
 int gpuos_torch_program_keep_warm(GpuosTorchProgram* program);
+// 1 when no launch of the program is still running or unseen (the last
+// one's results were seen on the host), so the buffers it was bound to are
+// free of gpuos's use; 0 otherwise (NULL too).
+int gpuos_torch_program_idle(const GpuosTorchProgram* program);
 unsigned int gpuos_torch_program_num_tasks(const GpuosTorchProgram* program);
 unsigned int gpuos_torch_program_num_buffers(const GpuosTorchProgram* program);
 void gpuos_torch_program_destroy(GpuosTorchProgram* program);

@@ -200,8 +200,10 @@ __device__ __forceinline__ bool GateOpen(const Submission& sub) {
 // One thread, once every task of the submission in ring slot `slot` is
 // done: mirrors the submission's error record (if any) into mapped memory,
 // clears it for the slot's next submission, then publishes the completion.
-__device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot) {
-  const unsigned long long sequence = Volatile(q.sequences + slot);
+// `sequence`: the submission's (q.sequences[slot], read by the caller while
+// the slot was still held, so that the read overlaps the count).
+__device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot,
+                                                   unsigned long long sequence) {
   // Releases the tasks' results and acquires the other blocks' error
   // reports (each fenced before the count that made this one the last).
   __threadfence_system();
@@ -312,12 +314,13 @@ struct Completions {
   __device__ void Flush(const Queue& q) {
     if (count == 0) return;
     __threadfence();  // the tasks' results before their completion
+    // Read while this block's count still holds the slot (it may be reused
+    // right after the completion), in flight together with the count.
+    const unsigned long long sequence = Volatile(q.sequences + slot);
     if (atomicSub(q.remaining + slot, count) == count) {
-      // Read before the completion: the slot may be reused right after it.
       const bool traced = recorder != nullptr && q.trace != nullptr;
       const unsigned long long counted_ns = traced ? GlobalTimerNs() : 0;
-      const unsigned long long sequence = traced ? Volatile(q.sequences + slot) : 0;
-      CompleteSubmission(q, slot);
+      CompleteSubmission(q, slot, sequence);
       if (traced) recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
     }
     count = 0;
