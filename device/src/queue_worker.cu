@@ -24,7 +24,11 @@
 // `remaining` once per batch (queue_sync.cuh, Completions).
 //
 // Launch: grid = one block per SM by default (all resident), block =
-// kWorkerThreads, no dynamic shared memory, one parameter (QueueParams).
+// kWorkerThreads, no dynamic shared memory, one parameter (QueueParams). At
+// most kWorkerMaxRegisters registers a thread (its own __maxnreg__, and
+// every other unit of the image compiled with that -maxrregcount, since the
+// linked kernel takes the most that any callee uses), so that other
+// kernels fit beside it.
 #include "gpuos/device/abi.h"
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/phase_timing.cuh"
@@ -476,6 +480,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   // tile 0 of the start task when Admit claimed it and announced its
   // helpers (start_claimed).
   unsigned int claimed_ahead = start_claimed ? 0u : kNoTask;
+  unsigned int tile_index = 0;  // thread 0's: the running tile's index in its task
   bool announced = start_claimed;
   while (task != kNoTask) {
     GPUOS_PHASE_BEGIN(step_clock);
@@ -503,6 +508,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           t = atomicAdd(&q.nodes[task].tiles_next, 1u);
         }
         claimed = t < tiles;
+        tile_index = t;
         const bool announce = !announced;
         announced = false;
         if (claimed && tiles > 1) {
@@ -627,7 +633,11 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // submission in the same arena entry and run it with the old
         // descriptor (one racecheck run: an element one add short;
         // bench/results/experiments/help_board_race_5934a45.txt).
-        ahead = atomicAdd(&q.nodes[task].tiles_next, 1u);
+        // The block running the last tile index claimed it, so every tile
+        // is claimed: no claim can succeed (one round trip less; the last
+        // tile of a stitched program is its final stage's, usually the last
+        // to finish).
+        ahead = tile_index + 1 >= tiles ? tiles : atomicAdd(&q.nodes[task].tiles_next, 1u);
         // When every other tile had a helper ticket of its own (tiles <=
         // blocks), the tickets nobody took are taken back at once, in flight
         // together with the claim (one round trip less before the count): a
@@ -774,7 +784,11 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
+// __maxnreg__, not __launch_bounds__ (a kernel takes one of the two, and
+// launch bounds would override -maxrregcount): the cap is what leaves room
+// for other kernels (abi.h, kWorkerMaxRegisters); the host launches
+// kWorkerThreads threads.
+extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     gpuos_queue_worker(const gpuos::device::QueueParams params) {
   __shared__ __align__(16) unsigned char scratch[gpuos::device::kWorkerScratchBytes];
   __shared__ __align__(16) BlockCache cache;

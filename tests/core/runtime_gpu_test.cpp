@@ -159,6 +159,22 @@ void RunRoundsOfTiledAdds(Runtime& runtime, std::size_t n, int tasks, int rounds
   }
 }
 
+// The worker keeps a block on every SM, so the registers it leaves are all
+// that other kernels get while it runs; a stream that a gated graph waits
+// for must fit beside it (device/abi.h, kWorkerMaxRegisters). Uncapped, the
+// linked worker took 254 registers and the gated-graph tests of
+// runtime_streams_gpu_test hung.
+TEST_F(RuntimeGpuTest, WorkerLeavesRegistersForOtherKernels) {
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
+  const RuntimeStats stats = runtime->stats();
+  ASSERT_GT(stats.worker_registers, 0u);
+  EXPECT_LE(stats.worker_registers, device::kWorkerMaxRegisters);
+  // An SM has 65536 registers (sm_70 to sm_90), allocated per warp in units of 256.
+  const unsigned int per_warp = (stats.worker_registers * 32 + 255) / 256 * 256;
+  const unsigned int left = 65536 - per_warp * (device::kWorkerThreads / 32);
+  EXPECT_GE(left, 256u * 40u) << "a 256-thread block of 40 registers must fit beside the worker";
+}
+
 // 32 independent tiled adds at once, 40 times: more tiled tasks announce
 // helpers than the help board has words (QueueDeviceState::help_board), so
 // some helpers go through the ready ring, and each submission reuses the

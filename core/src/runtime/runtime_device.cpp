@@ -138,7 +138,9 @@ Status RuntimeImpl::LoadImage(const RuntimeConfig& config) {
   image_ = std::move(staged.image);
   spec_sets_.push_back(std::move(set));
   alias_upload_ = table_.AliasTable();
-  return LoadModule(image_, table_.AliasTable(), &module_, &queue_worker_);
+  GPUOS_RETURN_IF_ERROR(LoadModule(image_, table_.AliasTable(), &module_, &queue_worker_));
+  NoteWorkerRegisters();
+  return Status::Ok();
 }
 
 Expected<StagedImage> RuntimeImpl::BuildStaged(
@@ -448,6 +450,14 @@ Expected<DeviceBuffer> RuntimeImpl::ImageGlobal(const std::string& symbol) const
 }
 std::string Runtime::device_name() const { return impl_->device_name(); }
 unsigned int Runtime::worker_blocks() const { return impl_->blocks(); }
+
+void RuntimeImpl::NoteWorkerRegisters() {
+  int registers = 0;
+  worker_registers_ = driver_->cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                                  queue_worker_) == CUDA_SUCCESS
+                          ? static_cast<unsigned int>(registers)
+                          : 0u;
+}
 Status Runtime::Shutdown() {
   impl_->StopControlServer();
   return impl_->Shutdown();

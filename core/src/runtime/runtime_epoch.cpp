@@ -303,6 +303,7 @@ void RuntimeImpl::Commit(StagedImage staged) {
   relaunch_after_switch_ = true;
   module_ = pending_->module;
   queue_worker_ = pending_->worker;
+  NoteWorkerRegisters();
   blocks_ = pending_->blocks;
   blocks_hint_ = blocks_;
   params_.pollers = std::min(2u, blocks_);

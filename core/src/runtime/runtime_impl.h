@@ -152,6 +152,8 @@ class RuntimeImpl final : public EpochDevice {
 
  private:
   Status LoadImage(const RuntimeConfig& config);
+  // Records queue_worker_'s register count (worker_registers_).
+  void NoteWorkerRegisters();
   // Builds an image of `specs` for this device (the repository, when there
   // is one, is the build cache). Takes no lock.
   Expected<StagedImage> BuildStaged(std::vector<registry::OperatorSpec> specs,
@@ -219,6 +221,10 @@ class RuntimeImpl final : public EpochDevice {
   CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction queue_worker_ = nullptr;
+  // CU_FUNC_ATTRIBUTE_NUM_REGS of queue_worker_, noted when it is loaded
+  // (NoteWorkerRegisters; Stats() makes no driver call: it is valid after
+  // Shutdown too).
+  unsigned int worker_registers_ = 0;
   CUstream stream_ = nullptr;       // the worker's, non-blocking
   CUstream copy_stream_ = nullptr;  // copies, non-blocking
   std::string device_name_;

@@ -454,6 +454,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   RuntimeStats stats = stats_;
   stats.worker_blocks = blocks_;
+  stats.worker_registers = worker_registers_;
   stats.retired_images = retired_modules_.size();
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);

@@ -115,6 +115,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"backpressure_waits", s.backpressure_waits},
                           {"max_queue_depth", s.max_queue_depth},
                           {"worker_blocks", s.worker_blocks},
+                          {"worker_registers", s.worker_registers},
                           {"tasks_per_operator", s.tasks_per_operator},
                           {"device_name", runtime->runtime->device_name()}};
     const std::string dumped = doc.dump();

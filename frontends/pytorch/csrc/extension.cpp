@@ -117,7 +117,9 @@ constexpr int kNeedsAutograd = 2;
 
 class Program {
  public:
-  // Buffers are numbered: inputs, constants, workspace slices, outputs.
+  // Buffers are numbered: inputs, constants, workspace slices, outputs
+  // (gpuos.compile passes one slice at offset 0: Program.to_json() puts
+  // every intermediate into one workspace buffer).
   Program(std::shared_ptr<Runtime> runtime, const std::string& program_json,
           const std::vector<py::tuple>& inputs, std::vector<at::Tensor> constants,
           std::vector<int64_t> workspace_offsets, int64_t workspace_bytes,

@@ -122,16 +122,22 @@ class Program:
         return offsets, total
 
     def to_json(self) -> str:
-        """The description gpuos._C.Program reads (buffers renumbered: inputs,
-        constants, intermediates, outputs, in order of appearance)."""
+        """The description gpuos._C.Program reads. Buffers are renumbered:
+        inputs, constants, one workspace holding every intermediate (at its
+        workspace() offset, added to its views' offsets), outputs, in order
+        of appearance. One workspace entry instead of one per intermediate
+        keeps a stitched task's buffer table short (docs/pytorch.md,
+        "Program format")."""
         number = self.buffer_numbers()
+        shift = self.workspace_element_shifts()
         tasks = []
         for task in self.tasks:
             entry: dict[str, Any] = {
                 "op": task.op,
                 "dtype": task.dtype,
                 "tensors": [
-                    dict(v.to_json(), buffer=number[v.buffer]) for v in task.tensors
+                    dict(v.to_json(), buffer=number[v.buffer],
+                         offset=v.offset + shift(v.buffer, v.dtype)) for v in task.tensors
                 ],
                 "attributes": dict(task.attributes),
                 "deps": list(task.deps),
@@ -141,16 +147,39 @@ class Program:
             if task.fused is not None:
                 entry["fused"] = task.fused
             tasks.append(entry)
-        return json.dumps({"version": 1, "num_buffers": len(self.buffers), "tasks": tasks})
+        return json.dumps({"version": 1, "num_buffers": max(number, default=-1) + 1,
+                           "tasks": tasks})
 
     def buffer_numbers(self) -> list[int]:
+        """Each buffer's number in to_json(): inputs, constants, the
+        workspace (one number for every intermediate), outputs."""
         order = [INPUT, CONSTANT, INTERMEDIATE, OUTPUT]
         ranked = sorted(range(len(self.buffers)),
                         key=lambda i: (order.index(self.buffers[i].kind), i))
         number = [0] * len(self.buffers)
-        for position, i in enumerate(ranked):
+        position, previous = -1, None
+        for i in ranked:
+            kind = self.buffers[i].kind
+            if kind != INTERMEDIATE or previous != INTERMEDIATE:
+                position += 1
             number[i] = position
+            previous = kind
         return number
+
+    def workspace_element_shifts(self):
+        """shift(buffer, dtype): elements of `dtype` from the workspace's start
+        to intermediate `buffer`'s (0 for other buffers)."""
+        offsets, _ = self.workspace()
+        intermediates = [i for i, b in enumerate(self.buffers) if b.kind == INTERMEDIATE]
+        byte_offset = dict(zip(intermediates, offsets))
+
+        def shift(buffer: int, dtype: str) -> int:
+            o = byte_offset.get(buffer, 0)
+            item = ITEM_SIZES[dtype]
+            assert o % item == 0, "workspace offsets are multiples of WORKSPACE_ALIGNMENT"
+            return o // item
+
+        return shift
 
     def describe(self) -> str:
         """A readable listing (GPUOS_LOG, tests)."""

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 import gpuos
+from gpuos import _runtime
+from gpuos._packs import ITEM_SIZES
 from gpuos._program import CONSTANT, INPUT, INTERMEDIATE, OUTPUT
 from gpuos._reference import run_reference
 
@@ -114,6 +116,28 @@ def test_workspace_is_aligned_and_covers_every_intermediate():
     assert len(offsets) == len(intermediates) == 2
     assert all(o % 256 == 0 for o in offsets)
     assert total >= offsets[-1] + intermediates[-1].span_bytes
+
+
+def test_intermediates_share_one_workspace_buffer_at_their_offsets():
+    program = gpuos.lower(lambda a: (a * 2).relu().sum(0), torch.randn(5, 7))
+    offsets, _ = program.workspace()
+    intermediates = [i for i, b in enumerate(program.buffers) if b.kind == INTERMEDIATE]
+    assert len(intermediates) == 2 and offsets[1] > 0
+    doc = json.loads(program.to_json())
+    assert doc["num_buffers"] == len(program.buffers) - 1  # the two intermediates are one
+    numbers = program.buffer_numbers()
+    assert numbers[intermediates[0]] == numbers[intermediates[1]]
+    views = [(v, j) for task, t in zip(program.tasks, doc["tasks"])
+             for v, j in zip(task.tensors, t["tensors"])]
+    for view, entry in views:
+        shift = 0
+        if view.buffer in intermediates:
+            shift = offsets[intermediates.index(view.buffer)] // ITEM_SIZES[view.dtype]
+        assert entry["buffer"] == numbers[view.buffer]
+        assert entry["offset"] == view.offset + shift
+    assert any(entry["offset"] > 0 for _, entry in views)  # the second intermediate moved
+    if _runtime._C is not None:
+        _runtime._C.check_program(program.to_json())
 
 
 def test_program_json_is_what_the_bridge_reads():

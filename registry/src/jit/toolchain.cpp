@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "gpuos/content_hash.h"
+#include "gpuos/device/abi.h"
 #include "gpuos/embedded_sets.h"
 #include "gpuos/environment.h"
 
@@ -246,6 +247,11 @@ const std::vector<GeneratedSource>& DeviceRuntimeSources() { return Device().run
 std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
   std::vector<std::string> options = {"-arch=" + arch, "-rdc=true", "-std=c++17"};
   if (mode == LinkMode::kLto) options.push_back("-dlto");
+  // Every unit, the worker and each operator it calls: the linker gives the
+  // worker kernel the most registers any function it may call uses, and
+  // what the worker leaves of an SM is all other kernels get while it runs
+  // (device/abi.h, kWorkerMaxRegisters).
+  options.push_back("-maxrregcount=" + std::to_string(device::kWorkerMaxRegisters));
   // Diagnostic per-phase timing (gpuos/device/phase_timing.cuh); being an
   // option, it is part of every unit's cache key.
   if (EnvFlagOn("GPUOS_PHASE_TIMING")) {
@@ -278,6 +284,8 @@ std::vector<std::string> NvrtcOptions(const std::string& arch, LinkMode mode) {
 std::vector<std::string> NvJitLinkOptions(const std::string& arch, LinkMode mode) {
   std::vector<std::string> options = {"-arch=" + arch};
   if (mode == LinkMode::kLto) options.push_back("-lto");
+  // LTO compiles the whole image again here: the same cap (NvrtcOptions).
+  options.push_back("-maxrregcount=" + std::to_string(device::kWorkerMaxRegisters));
   return options;
 }
 

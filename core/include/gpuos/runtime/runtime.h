@@ -132,6 +132,9 @@ struct RuntimeStats {
   std::uint64_t max_queue_depth = 0;     // most submissions in flight at once
   std::uint64_t max_tasks_in_flight = 0;
   unsigned int worker_blocks = 0;
+  // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
+  // most device::kWorkerMaxRegisters, which leaves room for other kernels).
+  unsigned int worker_registers = 0;
   double worker_sm_clock_mhz = 0;  // measured by the worker over its last run (diagnostics)
   std::map<std::string, std::uint64_t> tasks_per_operator;  // "add f32" -> count
   std::uint64_t alias_flips = 0;       // live version changes without a new image

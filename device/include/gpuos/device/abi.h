@@ -32,6 +32,18 @@ constexpr int kMaxTaskScalars = 6;  // attribute slots of one task
 constexpr unsigned int kWorkerThreads = 256;
 // Shared memory each block offers the running operator (OpCall::scratch).
 constexpr unsigned int kWorkerScratchBytes = 8192;
+// Registers per thread the persistent worker may use. The worker keeps one
+// block on every SM, so what it leaves of an SM's 65536 registers is all
+// that other kernels get while it runs: at 216, 10240 (a 256-thread block
+// of up to 40 registers). The linked worker takes the most registers that
+// any function it may call uses, so every unit of a kernel image is compiled
+// with -maxrregcount of this (registry/src/jit/toolchain.cpp). Uncapped it
+// took 254 (for the f64 tiled matmul): nothing fitted beside it, and a
+// stream that a gated graph waits for ran only if its kernels started before
+// the worker's blocks filled the SMs (the gated-graph tests of
+// runtime_streams_gpu_test hung at 590bdbc on an H200; docs/runtime.md,
+// "Streams").
+constexpr unsigned int kWorkerMaxRegisters = 216;
 
 // Element type codes. Equal to gpuos::DType's values (core/include/gpuos/
 // dtype.h); the host checks that with static_asserts.
