@@ -11,20 +11,16 @@
 
 #include "gpuos/device/abi.h"
 #include "gpuos/dtype.h"
+#include "gpuos/registry/stitched_program.h"
 #include "gpuos/runtime/task_graph.h"
 #include "gpuos/status.h"
 
 namespace gpuos::torch_bridge {
 
 // A strided view of one buffer: element `offset` of the buffer is the view's
-// element (0, ..., 0). Sizes and strides in elements.
-struct ViewSpec {
-  std::uint32_t buffer = 0;
-  long long offset = 0;
-  DType dtype = DType::kF32;
-  std::vector<long long> sizes;
-  std::vector<long long> strides;
-};
+// element (0, ..., 0). Sizes and strides in elements. The registry's
+// stitcher takes the same views, so it is one type.
+using ViewSpec = registry::StitchView;
 
 // A fused elementwise task (gpuos/_fusion.py): steps of standard operators,
 // each operand a tensor the task reads, an earlier step or a literal. The

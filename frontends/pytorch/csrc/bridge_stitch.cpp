@@ -81,10 +81,7 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
       stitched.op = ref->spec;
       stitched.attributes = task.attributes;
     }
-    for (const ViewSpec& view : task.tensors) {
-      stitched.tensors.push_back(
-          registry::StitchView{view.buffer, view.offset, view.dtype, view.sizes, view.strides});
-    }
+    stitched.tensors = task.tensors;
     desc.tasks.push_back(std::move(stitched));
   }
   auto program = registry::StitchProgram(desc);
