@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -35,8 +36,6 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
     `tiles` (first tile start until last tile end), `to_count` (last tile
     end until the last completion was counted), `complete` (counted until
     the completion word was stored), `device` (claim until stored)."""
-    import statistics
-
     tasks = newest_submissions(trace_path, count)
     queue = newest_submissions(trace_path, count, "queue")
     parts = defaultdict(list)
