@@ -181,10 +181,27 @@ TEST_F(StitchedProgramTest, MlpIsOneStagePerTaskInAChainAndCompiles) {
   }
 }
 
-TEST_F(StitchedProgramTest, AttentionCompilesAtBothSequenceLengths) {
+TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths) {
   for (long long seq : {32, 128}) {
     SCOPED_TRACE("seq " + std::to_string(seq));
     auto program = StitchProgram(Attention(seq));
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 1u);
+    EXPECT_EQ(program->stages[0].kind, "attention");
+    EXPECT_EQ(program->stages[0].task, 0u);
+    EXPECT_EQ(program->stages[0].tiles, 8u * static_cast<std::uint32_t>(seq / 8))
+        << "8 heads, 8 queries a tile";
+    EXPECT_EQ(program->counter_bytes, 2u * 128u);
+    ExpectCompiles(*program);
+  }
+}
+
+TEST_F(StitchedProgramTest, AttentionUnfusedIsThreeStagesAndCompiles) {
+  for (long long seq : {32, 128}) {
+    SCOPED_TRACE("seq " + std::to_string(seq));
+    StitchDesc desc = Attention(seq);
+    desc.fuse_attention = false;
+    auto program = StitchProgram(desc);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     ASSERT_EQ(program->stages.size(), 3u);
     EXPECT_EQ(program->stages[1].waits, std::vector<std::uint32_t>{0});
@@ -193,8 +210,41 @@ TEST_F(StitchedProgramTest, AttentionCompilesAtBothSequenceLengths) {
   }
 }
 
+// The attention stage only where the three tasks are exactly scores,
+// their softmax and its product, and the stage code takes the shapes.
+TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
+  const auto stages = [](const StitchDesc& desc) {
+    auto program = StitchProgram(desc);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    return program.ok() ? program->stages.size() : 0u;
+  };
+  StitchDesc bias = Attention(32);
+  bias.tasks[0].attributes = {{"alpha", "0.125"}, {"beta", "1.0"}};
+  EXPECT_EQ(stages(bias), 3u) << "scores plus a bias";
+  StitchDesc other_rows = Attention(32);
+  other_rows.tasks[1].tensors[0] = Dense(4, {1, 8, 32, 32});
+  EXPECT_EQ(stages(other_rows), 3u) << "a softmax of another tensor";
+  StitchDesc transposed = Attention(32);
+  transposed.tasks[1].tensors[0] = View(3, {1, 8, 32, 32}, {8192, 1024, 1, 32});
+  EXPECT_EQ(stages(transposed), 3u) << "a softmax of the scores' columns";
+  StitchDesc wide_values = Attention(32);
+  wide_values.num_buffers = 8;
+  wide_values.tasks[2] = Task("bmm", {Dense(5, {8, 32, 32}), Dense(2, {8, 32, 512}),
+                                      Dense(7, {8, 32, 512})});
+  EXPECT_EQ(stages(wide_values), 3u) << "more columns of v than threads";
+  StitchDesc in_place = Attention(32);
+  in_place.tasks[2].tensors[2] = Dense(0, {8, 32, 64});
+  EXPECT_EQ(stages(in_place), 3u) << "out overwrites q";
+  StitchDesc matmul = Attention(32);
+  matmul.tasks[0] = Task("bmm", {Dense(0, {8, 32, 64}), View(1, {8, 64, 32}, {2048, 1, 64}),
+                                 Dense(3, {8, 32, 32})});
+  EXPECT_EQ(stages(matmul), 1u) << "unscaled scores (bmm)";
+}
+
 TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {
-  auto program = StitchProgram(DecoderAttention());
+  StitchDesc desc = DecoderAttention();
+  desc.fuse_attention = false;
+  auto program = StitchProgram(desc);
   ASSERT_TRUE(program.ok()) << program.status().ToString();
   // addmm, cat(cache), cat(new row) for keys, the same for values, scores,
   // softmax, product.
@@ -208,6 +258,19 @@ TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {
   EXPECT_EQ(s[5].waits, (std::vector<std::uint32_t>{1, 2}));
   EXPECT_EQ(s[6].waits, std::vector<std::uint32_t>{5});
   EXPECT_EQ(s[7].waits, (std::vector<std::uint32_t>{3, 4, 6}));
+  ExpectCompiles(*program);
+}
+
+TEST_F(StitchedProgramTest, DecoderAttentionWaitsForTheKeysAndValues) {
+  auto program = StitchProgram(DecoderAttention());
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  ASSERT_EQ(program->stages.size(), 6u);
+  const StitchStage& attention = program->stages[5];
+  EXPECT_EQ(attention.kind, "attention");
+  EXPECT_EQ(attention.task, 3u);  // tasks: addmm, cat, cat, scores, softmax, product
+  EXPECT_EQ(attention.tiles, 4u) << "one query of each of 4 heads";
+  // q (stage 0) is waited for through the new key row's copy.
+  EXPECT_EQ(attention.waits, (std::vector<std::uint32_t>{1, 2, 3, 4}));
   ExpectCompiles(*program);
 }
 

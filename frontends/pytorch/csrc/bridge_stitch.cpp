@@ -53,6 +53,9 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
   GPUOS_ASSIGN_OR_RETURN(const auto blocks,
                          GetEnvInteger("GPUOS_STITCH_BLOCKS", 1, 4096, "a block count"));
   if (blocks) desc.worker_blocks = static_cast<unsigned int>(*blocks);
+  // A diagnostic: GPUOS_STITCH_ATTENTION=0 keeps attention's three stages.
+  const auto fuse_attention = GetEnv("GPUOS_STITCH_ATTENTION");
+  desc.fuse_attention = !fuse_attention || *fuse_attention != "0";
   std::deque<registry::OperatorSpec> fused;  // stable addresses for desc's pointers
   for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
     const TaskSpec& task = spec.tasks[i];

@@ -6,9 +6,12 @@ row (the stage counters count on over the runs); a buffer that is not 16-byte
 aligned runs the unstitched program instead; a program with an operator
 without stage code is not stitched and says why; a call that does not wait
 on the host (GPUOS_TORCH_HOST_WAIT_US=0) leaves the wait to PyTorch's
-stream. Skipped (with the reason) without a GPU."""
+stream; attention (scores, softmax, product) is one stage of odd shapes too.
+Skipped (with the reason) without a GPU."""
 
+import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +21,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import gpuos
+from gpuos import _runtime
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
 sys.path.insert(0, BENCH)
@@ -153,3 +157,46 @@ def test_bad_host_wait_is_refused_by_name(gpu):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode != 0 and "GPUOS_TORCH_HOST_WAIT_US" in done.stderr, done.stderr
+
+
+@pytest.fixture
+def stitch_notes(monkeypatch):
+    """The stitch notes of the programs compiled in the test."""
+    notes = []
+    original = _runtime.STATS.note_program
+
+    def remember(program):
+        notes.append(program.stitch_note)
+        original(program)
+
+    monkeypatch.setattr(_runtime.STATS, "note_program", remember)
+    return notes
+
+
+# (heads, queries, keys, head dim, value dim, q transposed): queries not a
+# multiple of a tile's 8, odd key counts (one lane per key and several),
+# head dims that split a key over 1 to 8 lanes, a non-contiguous q.
+ATTENTION_SHAPES = [(8, 32, 32, 64, 64, False), (3, 13, 7, 32, 96, False),
+                    (4, 1, 129, 64, 64, False), (2, 20, 200, 128, 16, True)]
+
+
+@pytest.mark.parametrize("shape", ATTENTION_SHAPES, ids=[str(s) for s in ATTENTION_SHAPES])
+def test_attention_is_one_stage_matching_eager(gpu, stitch_notes, shape):
+    heads, queries, keys, dim, vdim, transposed = shape
+
+    def attention(q, k, v):
+        scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        probs = torch.softmax(scores, dim=-1)
+        return probs @ v, probs
+
+    generator = torch.Generator().manual_seed(3)
+    f = gpuos.compile(attention)
+    for _ in range(2):
+        if transposed:
+            q = torch.randn(heads, dim, queries, generator=generator).to(gpu).transpose(1, 2)
+        else:
+            q = torch.randn(heads, queries, dim, generator=generator).to(gpu)
+        k = torch.randn(heads, keys, dim, generator=generator).to(gpu)
+        v = torch.randn(heads, keys, vdim, generator=generator).to(gpu)
+        _close(f(q, k, v), attention(q, k, v))  # the probabilities are an output too
+    assert any(re.search(r"\battention\(\d+\)", note) for note in stitch_notes), stitch_notes

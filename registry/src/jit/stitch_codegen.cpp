@@ -159,6 +159,29 @@ void RowsCode(SourceWriter& w, const RowsStage& rows) {
   w.Line("};");
 }
 
+void AttentionCode(SourceWriter& w, const AttentionStage& at) {
+  w.Line("struct P {");
+  w.Line("  using T = float;");
+  Constant(w, "int", "kBatch", I(at.batch));
+  Constant(w, "int", "kM", I(at.m));
+  Constant(w, "int", "kN", I(at.n));
+  Constant(w, "int", "kD", I(at.d));
+  Constant(w, "int", "kDv", I(at.dv));
+  Operand3(w, "Q", at.q, "Sm", "Sk");
+  Operand3(w, "Kt", at.kt, "Sk", "Sn");
+  Operand3(w, "V", at.v, "Sk", "Sn");
+  Operand3(w, "S", at.scores, "Sm", "Sn");
+  Operand3(w, "Pr", at.probs, "Sm", "Sn");
+  Operand3(w, "O", at.out, "Sm", "Sn");
+  Constant(w, "double", "kAlpha", DoubleLiteral(at.alpha));
+  Constant(w, "bool", "kStoreScores", "true");
+  Constant(w, "bool", "kStoreProbs", "true");
+  Constant(w, "int", "kBM", I(at.bm));
+  Constant(w, "int", "kSplit", I(at.split));
+  Constant(w, "int", "kVec", I(at.vec));
+  w.Line("};");
+}
+
 void ElementwiseCode(SourceWriter& w, const ElementwiseStage& ew, const std::vector<Stage>& stages,
                      const Stage& stage, const std::string& virtual_file) {
   const std::size_t n = ew.inputs.size();
@@ -256,8 +279,11 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
       ElementwiseCode(w, stage.elementwise, stages, stage, virtual_file);
     } else {
       const bool matmul = stage.kind == Stage::Kind::kMatmul;
+      const bool attention = stage.kind == Stage::Kind::kAttention;
       if (matmul) {
         MatmulCode(w, stage.matmul);
+      } else if (attention) {
+        AttentionCode(w, stage.attention);
       } else {
         RowsCode(w, stage.rows);
       }
@@ -267,6 +293,8 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
       WaitLambda(w, stages, stage);
       if (matmul) {
         w.Line("  ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);");
+      } else if (attention) {
+        w.Line("  ::gpuos::device::stitch::Attention<P>(tile, t, smem, wait);");
       } else {
         w.Line("  (void)smem;");
         w.Line("  ::gpuos::device::stitch::Rows<P>(tile, t, wait);");

@@ -88,14 +88,30 @@ struct ElementwiseStage {
   int per_thread = 1;  // elements per thread per tile
 };
 
+// Three tasks as one stage (stitch_attention.cuh): scores = alpha * (q x
+// kt), probs = softmax(scores) along the last dimension, out = probs x v.
+struct AttentionStage {
+  long long batch = 1, m = 0, n = 0, d = 0, dv = 0;
+  Strided3 q;       // [batch, m, d]
+  Strided3 kt;      // [batch, d, n]
+  Strided3 v;       // [batch, n, dv]
+  Strided3 scores;  // [batch, m, n]
+  Strided3 probs;   // [batch, m, n]
+  Strided3 out;     // [batch, m, dv]
+  double alpha = 1.0;
+  // Tiling (stitch_attention.cuh).
+  int bm = 1, split = 1, vec = 1;
+};
+
 struct Stage {
-  enum class Kind { kMatmul, kRows, kElementwise };
+  enum class Kind { kMatmul, kRows, kElementwise, kAttention };
   Kind kind = Kind::kMatmul;
   std::string op;
   std::uint32_t task = 0;
   MatmulStage matmul;
   RowsStage rows;
   ElementwiseStage elementwise;
+  AttentionStage attention;
   std::uint32_t tiles = 1;
   std::uint32_t first_tile = 0;
   std::vector<std::uint32_t> waits;

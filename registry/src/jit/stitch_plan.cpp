@@ -18,6 +18,7 @@
 namespace gpuos::registry {
 namespace {
 
+using jit::AttentionStage;
 using jit::ElementwiseStage;
 using jit::ElementwiseView;
 using jit::MatmulStage;
@@ -126,6 +127,10 @@ class Planner {
     }
     if (desc_.tasks.empty()) return FailedPrecondition("the program has no tasks to stitch");
     for (std::size_t i = 0; i < desc_.tasks.size(); ++i) {
+      if (desc_.fuse_attention && AddAttention(i)) {
+        i += 2;  // the scores' and the softmax's tasks are in the stage
+        continue;
+      }
       GPUOS_RETURN_IF_ERROR(AddTask(i));
     }
     // Buffers some stage writes: a product whose b is not one of them may
@@ -412,6 +417,122 @@ class Planner {
     return Status::Ok();
   }
 
+  // Whether two views name the same elements in the same order (size-1
+  // dimensions dropped, contiguous neighbours merged): a softmax's rank-4
+  // view of a product's rank-3 output.
+  static bool SameElements(const StitchView& a, const StitchView& b) {
+    if (a.buffer != b.buffer || a.offset != b.offset || a.dtype != b.dtype) return false;
+    const auto canonical = [](const StitchView& v) {
+      std::vector<std::pair<long long, long long>> dims;  // (size, stride)
+      for (std::size_t d = 0; d < v.sizes.size(); ++d) {
+        if (v.sizes[d] == 1) continue;
+        if (!dims.empty() && dims.back().second == v.strides[d] * v.sizes[d]) {
+          dims.back() = {dims.back().first * v.sizes[d], v.strides[d]};
+        } else {
+          dims.emplace_back(v.sizes[d], v.strides[d]);
+        }
+      }
+      return dims;
+    };
+    return canonical(a) == canonical(b) && a.sizes.back() == b.sizes.back();
+  }
+
+  // Tasks i, i + 1, i + 2 as one attention stage when they are scores = q x
+  // kt (bmm or matmul, or baddbmm with beta 0: alpha scales), a softmax of
+  // exactly those scores and probs x v (bmm or matmul) of exactly its
+  // output, rank 3 (or 2), f32, and the shapes fit the stage code (a tile's
+  // q rows and scores in the scratch, v's columns a thread each); the
+  // outputs overlap none of q, kt and v. False leaves the tasks to their
+  // own stages (and their own errors).
+  bool AddAttention(std::size_t i) {
+    if (i + 2 >= desc_.tasks.size()) return false;
+    const StitchTask& first = desc_.tasks[i];
+    const StitchTask& norm = desc_.tasks[i + 1];
+    const StitchTask& second = desc_.tasks[i + 2];
+    if (first.op == nullptr || norm.op == nullptr || second.op == nullptr) return false;
+    const std::string& a = first.op->name;
+    const std::string& c = second.op->name;
+    if ((a != "bmm" && a != "matmul" && a != "baddbmm") || norm.op->name != "softmax" ||
+        (c != "bmm" && c != "matmul")) {
+      return false;
+    }
+    for (std::size_t k = i; k <= i + 2; ++k) {
+      if (!CheckTask(k).ok()) return false;
+    }
+    double alpha = 1.0;
+    if (a == "baddbmm") {
+      auto attributes = AttributeValues::Of(first, Where(i, first));
+      if (!attributes.ok() || attributes->Double("beta") != 0.0) return false;
+      alpha = attributes->Double("alpha");
+    }
+    const StitchView& q = first.tensors[0];
+    const StitchView& kt = first.tensors[1];
+    const StitchView& scores = first.tensors.back();
+    const StitchView& probs = norm.tensors.back();
+    const StitchView& v = second.tensors[1];
+    const StitchView& out = second.tensors.back();
+    const std::size_t rank = out.sizes.size();
+    for (const StitchView* view : {&q, &kt, &scores, &v, &out, &second.tensors[0]}) {
+      if (view->sizes.size() != rank) return false;
+    }
+    if ((rank != 2 && rank != 3) || !SameElements(scores, norm.tensors[0]) ||
+        !SameElements(probs, second.tensors[0]) || probs.sizes.back() != scores.sizes.back()) {
+      return false;
+    }
+    AttentionStage at;
+    at.batch = rank == 3 ? out.sizes[0] : 1;
+    at.m = out.sizes[rank - 2];
+    at.dv = out.sizes[rank - 1];
+    at.d = q.sizes[rank - 1];
+    at.n = kt.sizes[rank - 1];
+    const auto batch_ok = [&](const StitchView& x) {
+      return rank == 2 || x.sizes[0] == at.batch || x.sizes[0] == 1;
+    };
+    if (!batch_ok(q) || !batch_ok(kt) || !batch_ok(v) || scores.sizes[0] != out.sizes[0] ||
+        q.sizes[rank - 2] != at.m || kt.sizes[rank - 2] != at.d ||
+        scores.sizes[rank - 2] != at.m || scores.sizes[rank - 1] != at.n ||
+        v.sizes[rank - 2] != at.n || Broadcasts(scores) || Broadcasts(probs) ||
+        Broadcasts(out)) {
+      return false;
+    }
+    // A tile's q rows and scores share the scratch; v's columns a thread each.
+    const long long values = kScratchBytes / 4;
+    at.bm = static_cast<int>(std::min({8ll, at.m, values / (at.d + at.n)}));
+    if (at.bm < 1 || at.dv > kThreads) return false;
+    // Lanes per key: as many as leave every thread a key (at most 8), each
+    // with at most 64 of its values.
+    at.split = 1;
+    while (at.split < 8 && at.d % (at.split * 2) == 0 &&
+           (at.n * at.split * 2 <= kThreads || at.d / at.split > 64)) {
+      at.split *= 2;
+    }
+    if (at.d / at.split > 64 || at.d % at.split != 0) return false;
+    at.q = ProductOperand(q);
+    at.kt = ProductOperand(kt);
+    at.v = ProductOperand(v);
+    at.scores = ProductOperand(scores);
+    at.probs = ProductOperand(probs);
+    at.out = ProductOperand(out);
+    at.alpha = alpha;
+    const long long per_lane = at.d / at.split;
+    at.vec = at.kt.s1 == 1 && per_lane % 4 == 0 && at.kt.offset % 4 == 0 && at.kt.s0 % 4 == 0 &&
+                     at.kt.s2 % 4 == 0
+                 ? 4
+                 : 1;
+    Access access;
+    access.reads = {RangeOf(q), RangeOf(kt), RangeOf(v)};
+    access.writes = {RangeOf(scores), RangeOf(probs), RangeOf(out)};
+    if (Overlap(access.writes, access.reads)) return false;
+    Stage stage;
+    stage.kind = Stage::Kind::kAttention;
+    stage.op = "attention";
+    stage.task = static_cast<std::uint32_t>(i);
+    stage.tiles = static_cast<std::uint32_t>(at.batch * ((at.m + at.bm - 1) / at.bm));
+    stage.attention = at;
+    Push(std::move(stage), std::move(access));
+    return true;
+  }
+
   // Tile shapes of a product (stitch_matmul.cuh). Prefers more, smaller
   // tiles up to TargetTiles(): each tile is then about one round trip of
   // loads.
@@ -685,9 +806,10 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
     const Stage& stage = stages[s];
     description += (s == 0 ? " " : " -> ") + stage.op + "(" + std::to_string(stage.tiles) + ")";
     StitchStage info;
-    info.kind = stage.kind == Stage::Kind::kMatmul ? "matmul"
-                : stage.kind == Stage::Kind::kRows ? "rows"
-                                                   : "elementwise";
+    info.kind = stage.kind == Stage::Kind::kMatmul      ? "matmul"
+                : stage.kind == Stage::Kind::kRows      ? "rows"
+                : stage.kind == Stage::Kind::kAttention ? "attention"
+                                                        : "elementwise";
     info.op = stage.op;
     info.task = stage.task;
     info.first_tile = stage.first_tile;

@@ -17,6 +17,7 @@
 #include "gpuos/device/row_batch.cuh"
 #include "gpuos/device/softmax.cuh"
 #include "gpuos/device/stitch.cuh"
+#include "gpuos/device/stitch_attention.cuh"
 #include "gpuos/device/stitch_matmul.cuh"
 #include "gpuos/device/stitch_rows.cuh"
 #include "gpuos/device/tensor.cuh"

@@ -72,13 +72,18 @@ struct StitchDesc {
   // Blocks of the worker the tiles spread over (tiles per stage are chosen
   // for it; any number of blocks runs the result correctly).
   unsigned int worker_blocks = 132;
+  // Whether three consecutive tasks scores = q x kt (bmm, or baddbmm with
+  // beta 0), probs = softmax(scores), out = probs x v (bmm) become one
+  // attention stage (stitch_attention.cuh) where its shapes fit: the
+  // scores and probabilities are still stored.
+  bool fuse_attention = true;
 };
 
 // One stage of the result (diagnostics and tests).
 struct StitchStage {
-  std::string kind;  // "matmul", "rows", "elementwise"
-  std::string op;    // the task's operator
-  std::uint32_t task = 0;
+  std::string kind;  // "matmul", "rows", "elementwise", "attention"
+  std::string op;    // the task's operator ("attention": the three tasks')
+  std::uint32_t task = 0;  // the (first) task it runs
   std::uint32_t first_tile = 0;
   std::uint32_t tiles = 0;
   std::vector<std::uint32_t> waits;  // stages it waits for (a transitive reduction)

@@ -1,0 +1,222 @@
+// The attention stage of stitched programs (stitch.cuh): three tasks of a
+// program run as one stage,
+//
+//   scores = alpha * (q x kt)        (baddbmm with beta 0, or bmm: alpha 1)
+//   probs  = softmax(scores)         (along the last dimension)
+//   out    = probs x v               (bmm)
+//
+// with the formulas of those stages (stitch_matmul.cuh, stitch_rows.cuh):
+// the scores and the probabilities are the values their tasks would store,
+// and they are stored too (kStoreScores, kStoreProbs), so a program that
+// reads them elsewhere sees what it would without the fusion. What the
+// fusion saves is two stage boundaries (a wait for every tile of the
+// previous stage, and a round trip through L2 for the scores and the
+// probabilities) and the products' generic tiling.
+//
+// P (written by registry/src/jit/stitch_codegen.cpp): T; kBatch; kM queries,
+// kN keys, kD (q's row length), kDv (v's columns); operands as in
+// stitch_matmul.cuh, [batch, rows, columns] with a buffer, an element
+// offset and strides per axis (0 broadcasts): Q [batch, M, D] (kQSb, kQSm,
+// kQSk), Kt [batch, D, N] (kKtSb, kKtSk, kKtSn), V [batch, N, Dv] (kVSb,
+// kVSk, kVSn), S and Pr [batch, M, N] (Sm, Sn), O [batch, M, Dv] (Sm, Sn);
+// kAlpha; kBM queries a tile (kBM * (kD + kN) values of the compute type fit
+// the scratch); kSplit lanes share one key's dot products (a power of two
+// dividing kD and 32), kVec 4 when each lane's part of a key is 16-byte
+// aligned and contiguous.
+//
+// A tile computes queries [m0, m0 + kBM) of one batch item:
+// 1. their rows of q into the scratch;
+// 2. scores: kSplit lanes per key, each with kD / kSplit values of the key
+//    in registers, the partial dot products of all kBM queries summed with
+//    shuffles, then scaled; into the scratch (after q) and to S;
+// 3. softmax: a warp per query over its row in the scratch, to Pr;
+// 4. out: a thread per column of v in 256 / columns groups, each group over
+//    a range of keys (its loads of v in flight together), the groups' sums
+//    added through the scratch.
+#pragma once
+
+#include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/stitch.cuh"
+
+namespace gpuos {
+namespace device {
+namespace stitch {
+
+template <class P, class Wait>
+__device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char* smem,
+                                          const Wait& wait) {
+  using T = typename P::T;
+  using C = compute_type_t<T>;
+  constexpr int kMTiles = (P::kM + P::kBM - 1) / P::kBM;
+  constexpr int kDPerLane = P::kD / P::kSplit;
+  constexpr int kKeysPerPass = kThreads / P::kSplit;
+  static_assert(P::kD % P::kSplit == 0 && 32 % P::kSplit == 0, "kSplit divides kD and a warp");
+  static_assert(kDPerLane <= 64, "a lane's part of a key fits its registers");
+  static_assert(P::kVec == 1 || (P::kVec == 4 && kDPerLane % 4 == 0), "vector loads of keys");
+  static_assert(P::kBM * (P::kD + P::kN) * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
+                "q's rows and the scores must fit the scratch");
+  const int batch = tile / kMTiles;
+  const int m0 = (tile - batch * kMTiles) * P::kBM;
+  const T* const q = t.ptr<const T>(P::kQ) + P::kQOff + static_cast<long long>(batch) * P::kQSb +
+                     static_cast<long long>(m0) * P::kQSm;
+  const T* const kt = t.ptr<const T>(P::kKt) + P::kKtOff + static_cast<long long>(batch) * P::kKtSb;
+  const T* const v = t.ptr<const T>(P::kV) + P::kVOff + static_cast<long long>(batch) * P::kVSb;
+  C* const qs = reinterpret_cast<C*>(smem);  // [kBM][kD]
+  C* const ps = qs + P::kBM * P::kD;         // [kBM][kN]: scores, then probabilities
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  wait();
+
+  // 1. q's rows (rows past kM are zero).
+  for (int i = threadIdx.x; i < P::kBM * P::kD; i += kThreads) {
+    const int m = i / P::kD;
+    const int d = i - m * P::kD;
+    qs[i] = m0 + m < P::kM ? convert<C>(Load(q + static_cast<long long>(m) * P::kQSm +
+                                             static_cast<long long>(d) * P::kQSk))
+                           : C(0);
+  }
+  __syncthreads();
+
+  // 2. Scores.
+  {
+    const int part = threadIdx.x % P::kSplit;
+    const int d0 = part * kDPerLane;
+#pragma unroll 1
+    for (int j0 = 0; j0 < P::kN; j0 += kKeysPerPass) {
+      const int j = j0 + threadIdx.x / P::kSplit;
+      const bool key_in = j < P::kN;  // the same for the kSplit lanes of a key
+      const T* const key =
+          kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) + static_cast<long long>(d0) * P::kKtSk;
+      C kv[kDPerLane];
+      if constexpr (P::kVec == 4) {
+#pragma unroll
+        for (int i = 0; i < kDPerLane; i += 4) {
+          float4 four = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (key_in) four = Load4(reinterpret_cast<const float*>(key + i));
+          kv[i] = four.x;
+          kv[i + 1] = four.y;
+          kv[i + 2] = four.z;
+          kv[i + 3] = four.w;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kDPerLane; ++i) {
+          kv[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * P::kKtSk)) : C(0);
+        }
+      }
+      C s[P::kBM];
+#pragma unroll
+      for (int m = 0; m < P::kBM; ++m) {
+        C acc = C(0);
+#pragma unroll
+        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * kv[i];
+#pragma unroll
+        for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
+          acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+        }
+        s[m] = static_cast<C>(P::kAlpha) * acc;
+      }
+      if (key_in && part == 0) {
+#pragma unroll
+        for (int m = 0; m < P::kBM; ++m) {
+          const C value = convert<C>(convert<T>(s[m]));  // as baddbmm stores it
+          ps[m * P::kN + j] = value;
+          if (P::kStoreScores && m0 + m < P::kM) {
+            t.ptr<T>(P::kS)[P::kSOff + static_cast<long long>(batch) * P::kSSb +
+                            static_cast<long long>(m0 + m) * P::kSSm +
+                            static_cast<long long>(j) * P::kSSn] = convert<T>(value);
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // 3. Softmax of each query's scores (rows past kM keep their zeros).
+  for (int m = warp; m < P::kBM; m += kWarps) {
+    if (m0 + m >= P::kM) continue;
+    C* const row = ps + m * P::kN;
+    C high = ::gpuos::lowest<C>();
+    for (int j = lane; j < P::kN; j += 32) high = row[j] > high ? row[j] : high;
+    high = WarpMax(high);
+    C sum = C(0);
+    for (int j = lane; j < P::kN; j += 32) {
+      const C e = exp(row[j] - high);
+      row[j] = e;
+      sum += e;
+    }
+    sum = WarpSum(sum);
+    T* const probs = t.ptr<T>(P::kPr) + P::kPrOff + static_cast<long long>(batch) * P::kPrSb +
+                     static_cast<long long>(m0 + m) * P::kPrSm;
+    for (int j = lane; j < P::kN; j += 32) {
+      const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
+      row[j] = p;
+      if (P::kStoreProbs) probs[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+    }
+  }
+  __syncthreads();
+
+  // 4. out = probs x v.
+  constexpr int kCols = P::kDv <= 32 ? 32 : P::kDv <= 64 ? 64 : P::kDv <= 128 ? 128 : 256;
+  constexpr int kGroups = kThreads / kCols;
+  constexpr int kKeysPerGroup = (P::kN + kGroups - 1) / kGroups;
+  constexpr int kChunk = kKeysPerGroup < 32 ? kKeysPerGroup : 32;
+  static_assert(P::kDv <= kThreads, "a thread per column of v");
+  static_assert((kGroups - 1) * P::kBM * kCols * static_cast<long long>(sizeof(C)) <=
+                    kWorkerScratchBytes,
+                "the groups' sums must fit the scratch");
+  const int column = threadIdx.x % kCols;
+  const int group = threadIdx.x / kCols;
+  const bool column_in = column < P::kDv;
+  const int first_key = group * kKeysPerGroup;
+  const T* const vcol = v + (column_in ? static_cast<long long>(column) * P::kVSn : 0);
+  C acc[P::kBM];
+#pragma unroll
+  for (int m = 0; m < P::kBM; ++m) acc[m] = C(0);
+#pragma unroll 1
+  for (int c0 = 0; c0 < kKeysPerGroup; c0 += kChunk) {
+    C vv[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const int j = first_key + c0 + i;
+      const bool in = column_in && c0 + i < kKeysPerGroup && j < P::kN;
+      vv[i] = in ? convert<C>(Load(vcol + static_cast<long long>(j) * P::kVSk)) : C(0);
+    }
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const int j = first_key + c0 + i;
+      if (c0 + i >= kKeysPerGroup || j >= P::kN) continue;
+#pragma unroll
+      for (int m = 0; m < P::kBM; ++m) acc[m] += ps[m * P::kN + j] * vv[i];
+    }
+  }
+  if constexpr (kGroups > 1) {
+    __syncthreads();  // every thread is done with the probabilities
+    C* const partial = reinterpret_cast<C*>(smem);  // [kGroups - 1][kBM][kCols]
+    if (group > 0) {
+#pragma unroll
+      for (int m = 0; m < P::kBM; ++m) partial[((group - 1) * P::kBM + m) * kCols + column] = acc[m];
+    }
+    __syncthreads();
+    if (group == 0) {
+#pragma unroll
+      for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+        for (int g = 1; g < kGroups; ++g) acc[m] += partial[((g - 1) * P::kBM + m) * kCols + column];
+      }
+    }
+  }
+  if (group != 0 || !column_in) return;
+  T* const out = t.ptr<T>(P::kO) + P::kOOff + static_cast<long long>(batch) * P::kOSb;
+#pragma unroll
+  for (int m = 0; m < P::kBM; ++m) {
+    if (m0 + m < P::kM) {
+      out[static_cast<long long>(m0 + m) * P::kOSm + static_cast<long long>(column) * P::kOSn] =
+          convert<T>(acc[m]);
+    }
+  }
+}
+
+}  // namespace stitch
+}  // namespace device
+}  // namespace gpuos
