@@ -24,7 +24,10 @@
 // dividing kD and 32), kVec 4 when each lane's part of a key is 16-byte
 // aligned and contiguous.
 //
-// A tile computes queries [m0, m0 + kBM) of one batch item:
+// A tile computes queries [m0, m0 + kBM) of one batch item. After the wait
+// its first keys (step 2) and values (step 4) are loaded with q's rows, one
+// round trip for all three; the table's output addresses are read before
+// any store (a table load after a store waits for it). Then:
 // 1. their rows of q into the scratch;
 // 2. scores: kSplit lanes per key, each with kD / kSplit values of the key
 //    in registers, the partial dot products of all kBM queries summed with
@@ -61,11 +64,68 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
                      static_cast<long long>(m0) * P::kQSm;
   const T* const kt = t.ptr<const T>(P::kKt) + P::kKtOff + static_cast<long long>(batch) * P::kKtSb;
   const T* const v = t.ptr<const T>(P::kV) + P::kVOff + static_cast<long long>(batch) * P::kVSb;
+  // The outputs' addresses now: the compiler cannot move a table load
+  // above a store (which might change the table), so each would wait.
+  T* const scores = t.ptr<T>(P::kS) + P::kSOff + static_cast<long long>(batch) * P::kSSb;
+  T* const probs = t.ptr<T>(P::kPr) + P::kPrOff + static_cast<long long>(batch) * P::kPrSb;
+  T* const out = t.ptr<T>(P::kO) + P::kOOff + static_cast<long long>(batch) * P::kOSb;
   C* const qs = reinterpret_cast<C*>(smem);  // [kBM][kD]
   C* const ps = qs + P::kBM * P::kD;         // [kBM][kN]: scores, then probabilities
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
+
+  // Step 2's keys: lanes [kSplit * key, kSplit * (key + 1)) of a pass hold
+  // kDPerLane values of that key each.
+  const int part = threadIdx.x % P::kSplit;
+  const int d0 = part * kDPerLane;
+  C kv[kDPerLane];
+  const auto load_keys = [&](int j) {
+    const bool key_in = j < P::kN;  // the same for the kSplit lanes of a key
+    const T* const key = kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) +
+                         static_cast<long long>(d0) * P::kKtSk;
+    if constexpr (P::kVec == 4) {
+#pragma unroll
+      for (int i = 0; i < kDPerLane; i += 4) {
+        float4 four = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (key_in) four = Load4(reinterpret_cast<const float*>(key + i));
+        kv[i] = four.x;
+        kv[i + 1] = four.y;
+        kv[i + 2] = four.z;
+        kv[i + 3] = four.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kDPerLane; ++i) {
+        kv[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * P::kKtSk)) : C(0);
+      }
+    }
+  };
+  // Step 4's values: a thread per column of v, its group's keys kChunk at a
+  // time.
+  constexpr int kCols = P::kDv <= 32 ? 32 : P::kDv <= 64 ? 64 : P::kDv <= 128 ? 128 : 256;
+  constexpr int kGroups = kThreads / kCols;
+  constexpr int kKeysPerGroup = (P::kN + kGroups - 1) / kGroups;
+  constexpr int kChunk = kKeysPerGroup < 32 ? kKeysPerGroup : 32;
+  static_assert(P::kDv <= kThreads, "a thread per column of v");
+  const int column = threadIdx.x % kCols;
+  const int group = threadIdx.x / kCols;
+  const bool column_in = column < P::kDv;
+  const int first_key = group * kKeysPerGroup;
+  const T* const vcol = v + (column_in ? static_cast<long long>(column) * P::kVSn : 0);
+  C vv[kChunk];
+  const auto load_values = [&](int c0) {
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const int j = first_key + c0 + i;
+      const bool in = column_in && c0 + i < kKeysPerGroup && j < P::kN;
+      vv[i] = in ? convert<C>(Load(vcol + static_cast<long long>(j) * P::kVSk)) : C(0);
+    }
+  };
+
   wait();
+  // The first keys and values in flight with q's rows: one round trip.
+  load_keys(threadIdx.x / P::kSplit);
+  load_values(0);
 
   // 1. q's rows (rows past kM are zero).
   for (int i = threadIdx.x; i < P::kBM * P::kD; i += kThreads) {
@@ -78,54 +138,30 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   __syncthreads();
 
   // 2. Scores.
-  {
-    const int part = threadIdx.x % P::kSplit;
-    const int d0 = part * kDPerLane;
 #pragma unroll 1
-    for (int j0 = 0; j0 < P::kN; j0 += kKeysPerPass) {
-      const int j = j0 + threadIdx.x / P::kSplit;
-      const bool key_in = j < P::kN;  // the same for the kSplit lanes of a key
-      const T* const key =
-          kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) + static_cast<long long>(d0) * P::kKtSk;
-      C kv[kDPerLane];
-      if constexpr (P::kVec == 4) {
+  for (int j0 = 0; j0 < P::kN; j0 += kKeysPerPass) {
+    const int j = j0 + threadIdx.x / P::kSplit;
+    if (j0 > 0) load_keys(j);
+    C s[P::kBM];
 #pragma unroll
-        for (int i = 0; i < kDPerLane; i += 4) {
-          float4 four = make_float4(0.f, 0.f, 0.f, 0.f);
-          if (key_in) four = Load4(reinterpret_cast<const float*>(key + i));
-          kv[i] = four.x;
-          kv[i + 1] = four.y;
-          kv[i + 2] = four.z;
-          kv[i + 3] = four.w;
-        }
-      } else {
+    for (int m = 0; m < P::kBM; ++m) {
+      C acc = C(0);
 #pragma unroll
-        for (int i = 0; i < kDPerLane; ++i) {
-          kv[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * P::kKtSk)) : C(0);
-        }
+      for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * kv[i];
+#pragma unroll
+      for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
+        acc += __shfl_xor_sync(0xffffffffu, acc, offset);
       }
-      C s[P::kBM];
+      s[m] = static_cast<C>(P::kAlpha) * acc;
+    }
+    if (j < P::kN && part == 0) {
 #pragma unroll
       for (int m = 0; m < P::kBM; ++m) {
-        C acc = C(0);
-#pragma unroll
-        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * kv[i];
-#pragma unroll
-        for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
-          acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-        }
-        s[m] = static_cast<C>(P::kAlpha) * acc;
-      }
-      if (key_in && part == 0) {
-#pragma unroll
-        for (int m = 0; m < P::kBM; ++m) {
-          const C value = convert<C>(convert<T>(s[m]));  // as baddbmm stores it
-          ps[m * P::kN + j] = value;
-          if (P::kStoreScores && m0 + m < P::kM) {
-            t.ptr<T>(P::kS)[P::kSOff + static_cast<long long>(batch) * P::kSSb +
-                            static_cast<long long>(m0 + m) * P::kSSm +
-                            static_cast<long long>(j) * P::kSSn] = convert<T>(value);
-          }
+        const C value = convert<C>(convert<T>(s[m]));  // as baddbmm stores it
+        ps[m * P::kN + j] = value;
+        if (P::kStoreScores && m0 + m < P::kM) {
+          scores[static_cast<long long>(m0 + m) * P::kSSm + static_cast<long long>(j) * P::kSSn] =
+              convert<T>(value);
         }
       }
     }
@@ -146,42 +182,25 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
       sum += e;
     }
     sum = WarpSum(sum);
-    T* const probs = t.ptr<T>(P::kPr) + P::kPrOff + static_cast<long long>(batch) * P::kPrSb +
-                     static_cast<long long>(m0 + m) * P::kPrSm;
+    T* const probs_row = probs + static_cast<long long>(m0 + m) * P::kPrSm;
     for (int j = lane; j < P::kN; j += 32) {
       const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
       row[j] = p;
-      if (P::kStoreProbs) probs[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+      if (P::kStoreProbs) probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
     }
   }
   __syncthreads();
 
   // 4. out = probs x v.
-  constexpr int kCols = P::kDv <= 32 ? 32 : P::kDv <= 64 ? 64 : P::kDv <= 128 ? 128 : 256;
-  constexpr int kGroups = kThreads / kCols;
-  constexpr int kKeysPerGroup = (P::kN + kGroups - 1) / kGroups;
-  constexpr int kChunk = kKeysPerGroup < 32 ? kKeysPerGroup : 32;
-  static_assert(P::kDv <= kThreads, "a thread per column of v");
   static_assert((kGroups - 1) * P::kBM * kCols * static_cast<long long>(sizeof(C)) <=
                     kWorkerScratchBytes,
                 "the groups' sums must fit the scratch");
-  const int column = threadIdx.x % kCols;
-  const int group = threadIdx.x / kCols;
-  const bool column_in = column < P::kDv;
-  const int first_key = group * kKeysPerGroup;
-  const T* const vcol = v + (column_in ? static_cast<long long>(column) * P::kVSn : 0);
   C acc[P::kBM];
 #pragma unroll
   for (int m = 0; m < P::kBM; ++m) acc[m] = C(0);
 #pragma unroll 1
   for (int c0 = 0; c0 < kKeysPerGroup; c0 += kChunk) {
-    C vv[kChunk];
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const int j = first_key + c0 + i;
-      const bool in = column_in && c0 + i < kKeysPerGroup && j < P::kN;
-      vv[i] = in ? convert<C>(Load(vcol + static_cast<long long>(j) * P::kVSk)) : C(0);
-    }
+    if (c0 > 0) load_values(c0);
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       const int j = first_key + c0 + i;
@@ -207,7 +226,6 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     }
   }
   if (group != 0 || !column_in) return;
-  T* const out = t.ptr<T>(P::kO) + P::kOOff + static_cast<long long>(batch) * P::kOSb;
 #pragma unroll
   for (int m = 0; m < P::kBM; ++m) {
     if (m0 + m < P::kM) {
