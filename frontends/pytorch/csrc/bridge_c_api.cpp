@@ -6,12 +6,14 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "bridge_fusion.h"
 #include "bridge_host_timing.h"
 #include "bridge_program.h"
 #include "bridge_runtime.h"
 #include "bridge_stitch.h"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos_torch_bridge.h"
 
 struct GpuosTorchRuntime {
@@ -118,6 +120,16 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"worker_registers", s.worker_registers},
                           {"tasks_per_operator", s.tasks_per_operator},
                           {"device_name", runtime->runtime->device_name()}};
+    // An image built with GPUOS_PHASE_TIMING (gpuos/device/phase_timing.cuh):
+    // its per-slot cycle sums and counts since it was loaded.
+    for (const char* symbol : {"gpuos_phase_cycles", "gpuos_phase_counts"}) {
+      auto global = runtime->runtime->ImageGlobal(symbol);
+      if (!global.ok()) break;
+      std::vector<unsigned long long> sums(gpuos::device::kPhaseSlots, 0);
+      GPUOS_RETURN_IF_ERROR(runtime->runtime->CopyToHost(sums.data(), global->address,
+                                                         sums.size() * sizeof(sums[0])));
+      doc[symbol] = sums;
+    }
     const std::string dumped = doc.dump();
     text = static_cast<char*>(std::malloc(dumped.size() + 1));
     if (text == nullptr) return gpuos::Internal("out of memory");

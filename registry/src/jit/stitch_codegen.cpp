@@ -314,8 +314,11 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     body += "if (t < " + I(stage.first_tile + stage.tiles) + ") {\n";
+    body += "  GPUOS_PHASE_BEGIN(phase_clock);\n";
     body += "  s" + I(s) + "::Run(tile, t - " + I(stage.first_tile) + ", smem);\n";
+    body += "  GPUOS_PHASE_MARK(phase_clock, 10);\n";
     body += "  tile.Done(" + I(s) + ");\n";
+    body += "  GPUOS_PHASE_MARK(phase_clock, 11);\n";
     body += "  return;\n";
     body += "}\n";
   }

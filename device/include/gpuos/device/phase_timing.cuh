@@ -19,6 +19,13 @@
 //   8..11  elementwise operator: arity/dtype checks (8), ElementwiseTile
 //          (dense check) (9), operands and attributes (10), the dense or
 //          general loop (11)
+//   10, 11 a stitched program's tile (stitch_codegen.cpp's body): the
+//          stage's Run (10), its count (Tile::Done: barrier, fence, adds) (11)
+//   12..15 stitched stage code: matrix products with few rows
+//          (stitch_matmul.cuh, MatmulKFast): the wait (12), a's rows into
+//          shared memory (13), the products (14), the stores (15);
+//          attention (stitch_attention.cuh): wait and q's rows with the
+//          first keys and values (12), scores (13), softmax (14), out (15)
 #pragma once
 
 namespace gpuos {

@@ -39,6 +39,7 @@
 #pragma once
 
 #include "gpuos/device/dtype_traits.cuh"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/stitch.cuh"
 
 namespace gpuos {
@@ -122,6 +123,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     }
   };
 
+  GPUOS_PHASE_BEGIN(phase_clock);
   wait();
   // The first keys and values in flight with q's rows: one round trip.
   load_keys(threadIdx.x / P::kSplit);
@@ -136,6 +138,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
                            : C(0);
   }
   __syncthreads();
+  GPUOS_PHASE_MARK(phase_clock, 12);
 
   // 2. Scores.
 #pragma unroll 1
@@ -167,6 +170,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     }
   }
   __syncthreads();
+  GPUOS_PHASE_MARK(phase_clock, 13);
 
   // 3. Softmax of each query's scores (rows past kM keep their zeros).
   for (int m = warp; m < P::kBM; m += kWarps) {
@@ -190,6 +194,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     }
   }
   __syncthreads();
+  GPUOS_PHASE_MARK(phase_clock, 14);
 
   // 4. out = probs x v.
   static_assert((kGroups - 1) * P::kBM * kCols * static_cast<long long>(sizeof(C)) <=
@@ -225,14 +230,16 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
       }
     }
   }
-  if (group != 0 || !column_in) return;
+  if (group == 0 && column_in) {
 #pragma unroll
-  for (int m = 0; m < P::kBM; ++m) {
-    if (m0 + m < P::kM) {
-      out[static_cast<long long>(m0 + m) * P::kOSm + static_cast<long long>(column) * P::kOSn] =
-          convert<T>(acc[m]);
+    for (int m = 0; m < P::kBM; ++m) {
+      if (m0 + m < P::kM) {
+        out[static_cast<long long>(m0 + m) * P::kOSm + static_cast<long long>(column) * P::kOSn] =
+            convert<T>(acc[m]);
+      }
     }
   }
+  GPUOS_PHASE_MARK(phase_clock, 15);
 }
 
 }  // namespace stitch

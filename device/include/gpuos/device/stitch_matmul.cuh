@@ -31,6 +31,7 @@
 
 #include "gpuos/device/dtype_traits.cuh"
 #include "gpuos/device/normalization.cuh"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/stitch.cuh"
 
 namespace gpuos {
@@ -229,9 +230,12 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
       }
     }
   }
+  GPUOS_PHASE_BEGIN(phase_clock);
   if constexpr (P::kPrefetchB) load_b();
   wait();
+  GPUOS_PHASE_MARK(phase_clock, 12);
   StageRows<P>(p, batch, m0, smem);
+  GPUOS_PHASE_MARK(phase_clock, 13);
   if constexpr (!P::kPrefetchB) load_b();
   const C* const rows = reinterpret_cast<const C*>(smem);
   C acc[P::kBM][kColumnsPerWarp];
@@ -265,6 +269,7 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
 #pragma unroll
     for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
   }
+  GPUOS_PHASE_MARK(phase_clock, 14);
 #pragma unroll
   for (int m = 0; m < P::kBM; ++m) {
 #pragma unroll
@@ -282,6 +287,7 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
       }
     }
   }
+  GPUOS_PHASE_MARK(phase_clock, 15);
 }
 
 template <class P, class Wait>
