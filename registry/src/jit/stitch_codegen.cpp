@@ -1,15 +1,16 @@
 // GenerateStitchCode: the CUDA C++ of a stitched operator. device_code holds
 // one namespace per stage (s0, s1, ...) with the stage's constants and a
-// `Run(tile, t, smem)` that waits for the stages it reads and runs tile t of
-// the stage; the body picks the stage of its tile, runs it and counts it
-// done:
+// `Run(ctx, t, smem)` that waits for the stages it reads, runs tile t of the
+// stage and counts it done; the body picks the stage of its tile and runs it:
 //
 //   namespace s3 {  // baddbmm (task 3): tiles 40..75, waits for s0, s2
 //   struct P { using T = float; static constexpr int kBatch = 4, ...; };
-//   __device__ __noinline__ void Run(const Tile& tile, int t, unsigned char* smem) {
+//   __device__ __noinline__ void Run(const OpContext& ctx, int t, unsigned char* smem) {
+//     const Tile tile(ctx, 12, 5, 80u, true);
 //     const auto wait = [&]() { if (threadIdx.x == 0) { tile.Poll(0, 24u); ... }
 //                               __syncthreads(); };
 //     ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);
+//     tile.Done(3);
 //   }
 //   }
 //
@@ -103,6 +104,34 @@ void WaitLambda(SourceWriter& w, const std::vector<Stage>& stages, const Stage& 
   w.Line("  const auto wait = [&]() { if (threadIdx.x == 0) { " + polls + "} __syncthreads(); };");
 }
 
+// The stage's Run(ctx, t, smem) up to its stage code: the tile (its loads
+// in flight with the stage's first ones) and the wait. Elementwise stages
+// do not use `smem`.
+struct RunContext {
+  std::uint32_t index = 0;  // the stage's
+  std::uint32_t table_entries = 0;
+  std::uint32_t total_tiles = 0;
+};
+void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& stage,
+             const RunContext& run) {
+  const bool uses_smem = stage.kind != Stage::Kind::kElementwise;
+  w.Line("__device__ __noinline__ void Run(const ::gpuos::device::OpContext& ctx, int t, "
+         "unsigned char*" + std::string(uses_smem ? " smem" : "") + ") {");
+  w.Line("  const ::gpuos::device::stitch::Tile tile(ctx, " + I(run.table_entries) + ", " +
+         I(static_cast<long long>(stages.size())) + ", " + I(run.total_tiles) + "u, " +
+         (stage.waits.empty() ? "false" : "true") + ");");
+  w.Line("  GPUOS_PHASE_BEGIN(phase_clock);");
+  WaitLambda(w, stages, stage);
+}
+
+// The end of Run: the tile counted done.
+void RunTail(SourceWriter& w, const RunContext& run) {
+  w.Line("  GPUOS_PHASE_MARK(phase_clock, 10);");
+  w.Line("  tile.Done(" + I(run.index) + ");");
+  w.Line("  GPUOS_PHASE_MARK(phase_clock, 11);");
+  w.Line("}");
+}
+
 void MatmulCode(SourceWriter& w, const MatmulStage& mm) {
   w.Line("struct P {");
   w.Line("  using T = float;");
@@ -183,7 +212,7 @@ void AttentionCode(SourceWriter& w, const AttentionStage& at) {
 }
 
 void ElementwiseCode(SourceWriter& w, const ElementwiseStage& ew, const std::vector<Stage>& stages,
-                     const Stage& stage, const std::string& virtual_file) {
+                     const Stage& stage, const RunContext& run, const std::string& virtual_file) {
   const std::size_t n = ew.inputs.size();
   w.Line("using T = float;");
   w.Line("using compute_t = ::gpuos::device::compute_type_t<T>;");
@@ -204,10 +233,7 @@ void ElementwiseCode(SourceWriter& w, const ElementwiseStage& ew, const std::vec
     w.Line("__device__ __forceinline__ long long Offset" + I(k) + "(long long i) { " +
            OffsetBody(ew.sizes, v.strides) + " }");
   }
-  w.Line(
-      "__device__ __noinline__ void Run(const ::gpuos::device::stitch::Tile& tile, int t, "
-      "unsigned char*) {");
-  WaitLambda(w, stages, stage);
+  RunHead(w, stages, stage, run);
   w.Line("  constexpr long long kNumel = " + I(ew.numel) + "ll;");
   w.Line("  constexpr int kPerThread = " + I(ew.per_thread) + ";");
   for (std::size_t k = 0; k < n; ++k) {
@@ -247,7 +273,7 @@ void ElementwiseCode(SourceWriter& w, const ElementwiseStage& ew, const std::vec
   w.Line("    stage_body(" + Join(args) + ");");
   w.Line("    out[Offset" + I(n) + "(i)] = ::gpuos::device::convert<T>(result);");
   w.Line("  }");
-  w.Line("}");
+  RunTail(w, run);
 }
 
 }  // namespace
@@ -275,8 +301,9 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
     w.Line("namespace s" + I(s) + " {  // " + stage.op + " (task " + I(stage.task) + "): tiles " +
            I(stage.first_tile) + ".." + I(stage.first_tile + stage.tiles - 1) +
            (waits.empty() ? "" : ", waits for " + waits));
+    const RunContext run{static_cast<std::uint32_t>(s), table_entries, total_tiles};
     if (stage.kind == Stage::Kind::kElementwise) {
-      ElementwiseCode(w, stage.elementwise, stages, stage, virtual_file);
+      ElementwiseCode(w, stage.elementwise, stages, stage, run, virtual_file);
     } else {
       const bool matmul = stage.kind == Stage::Kind::kMatmul;
       const bool attention = stage.kind == Stage::Kind::kAttention;
@@ -287,10 +314,7 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
       } else {
         RowsCode(w, stage.rows);
       }
-      w.Line(
-          "__device__ __noinline__ void Run(const ::gpuos::device::stitch::Tile& tile, int t, "
-          "unsigned char* smem) {");
-      WaitLambda(w, stages, stage);
+      RunHead(w, stages, stage, run);
       if (matmul) {
         w.Line("  ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);");
       } else if (attention) {
@@ -299,7 +323,7 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
         w.Line("  (void)smem;");
         w.Line("  ::gpuos::device::stitch::Rows<P>(tile, t, wait);");
       }
-      w.Line("}");
+      RunTail(w, run);
     }
     w.Line("}  // namespace s" + I(s));
   }
@@ -307,18 +331,12 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
 
   std::string body;
   body += "(void)table;\n";
-  body += "const ::gpuos::device::stitch::Tile tile(ctx, " + I(table_entries) + ", " +
-          I(static_cast<long long>(stages.size())) + ", " + I(total_tiles) + "u);\n";
   body += "const int t = static_cast<int>(ctx.begin());\n";
   body += "unsigned char* const smem = ctx.scratch<unsigned char>();\n";
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     body += "if (t < " + I(stage.first_tile + stage.tiles) + ") {\n";
-    body += "  GPUOS_PHASE_BEGIN(phase_clock);\n";
-    body += "  s" + I(s) + "::Run(tile, t - " + I(stage.first_tile) + ", smem);\n";
-    body += "  GPUOS_PHASE_MARK(phase_clock, 10);\n";
-    body += "  tile.Done(" + I(s) + ");\n";
-    body += "  GPUOS_PHASE_MARK(phase_clock, 11);\n";
+    body += "  s" + I(s) + "::Run(ctx, t - " + I(stage.first_tile) + ", smem);\n";
     body += "  return;\n";
     body += "}\n";
   }

@@ -113,14 +113,18 @@ __device__ __forceinline__ C WarpMax(C v) {
 class Tile {
  public:
   // `entries`: the table's entries (the program's buffers, then the
-  // counters); `stages`: the program's stages; `tiles`: the task's tiles.
+  // counters); `stages`: the program's stages; `tiles`: the task's tiles;
+  // `waits`: whether the stage waits for others (Poll). Constructed in the
+  // stage's own function, so that its loads stay in flight with the stage's
+  // first loads (a call waits for every load in flight before it).
   // REQUIRES: the task was added with its table (TaskGraph::AddTableTask).
-  __device__ Tile(const OpContext& ctx, int entries, int stages, unsigned int tiles)
+  __device__ Tile(const OpContext& ctx, int entries, int stages, unsigned int tiles, bool waits)
       : ctx_(&ctx), table_(ctx.call().table), stages_(stages), tiles_(tiles) {
     counters_ = reinterpret_cast<unsigned long long*>(Load(&table_[entries - 1].data));
-    // Thread 0 waits: which run this is, from the task's counter (the load
-    // is in flight while the stage loads its weights).
-    if (threadIdx.x == 0) run_ = LoadRelaxed(counters_ + stages_ * kCounterStride) / tiles_;
+    // Thread 0 of a stage that waits: the task's counter, which tells the
+    // run (Poll; in flight while the stage loads its weights). A stage that
+    // waits for nothing does not need it.
+    if (waits && threadIdx.x == 0) task_count_ = LoadRelaxed(counters_ + stages_ * kCounterStride);
   }
 
   // Element 0 of buffer `buffer` as E (one load from the table: keep it).
@@ -134,9 +138,10 @@ class Tile {
   // and the caller's barrier passes them on to the block (the pattern of
   // CUTLASS's semaphores). After kWaitLimitNs it reports kWaitTimedOut and
   // returns.
+  // REQUIRES: constructed with `waits`.
   __device__ void Poll(int stage, unsigned int tiles) const {
     const unsigned long long* counter = counters_ + stage * kCounterStride;
-    const unsigned long long full = (run_ + 1) * tiles;
+    const unsigned long long full = (task_count_ / tiles_ + 1) * tiles;
     if (LoadAcquire(counter) >= full) return;
     const unsigned long long start = NowNs();
     while (LoadAcquire(counter) < full) {
@@ -168,7 +173,9 @@ class Tile {
   unsigned long long* counters_ = nullptr;
   int stages_;
   unsigned int tiles_;
-  unsigned long long run_ = 0;  // thread 0's: this run's number, from 0
+  // Thread 0's, when the stage waits: run r (from 0) reads r * tiles_ plus
+  // the tiles of run r done so far (fewer than tiles_).
+  unsigned long long task_count_ = 0;
 };
 
 // A stage with nothing to wait for.

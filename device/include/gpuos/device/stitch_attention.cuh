@@ -108,6 +108,11 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   constexpr int kKeysPerGroup = (P::kN + kGroups - 1) / kGroups;
   constexpr int kChunk = kKeysPerGroup < 32 ? kKeysPerGroup : 32;
   static_assert(P::kDv <= kThreads, "a thread per column of v");
+  // 16-byte shared-memory reads where every row and lane part is aligned
+  // (the scratch is; rows of q and of the scores start at multiples of 4).
+  constexpr bool kQuads = sizeof(C) == 4 && kDPerLane % 4 == 0 && P::kD % 4 == 0;
+  constexpr bool kProbQuads = sizeof(C) == 4 && P::kD % 4 == 0 && P::kN % 4 == 0 &&
+                              kKeysPerGroup % 4 == 0 && kChunk % 4 == 0;
   const int column = threadIdx.x % kCols;
   const int group = threadIdx.x / kCols;
   const bool column_in = column < P::kDv;
@@ -149,8 +154,17 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
 #pragma unroll
     for (int m = 0; m < P::kBM; ++m) {
       C acc = C(0);
+      if constexpr (kQuads) {  // 16-byte reads of q's row
+        const float4* const row = reinterpret_cast<const float4*>(qs + m * P::kD + d0);
 #pragma unroll
-      for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * kv[i];
+        for (int i = 0; i < kDPerLane; i += 4) {
+          const float4 four = row[i / 4];
+          acc += four.x * kv[i] + four.y * kv[i + 1] + four.z * kv[i + 2] + four.w * kv[i + 3];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * kv[i];
+      }
 #pragma unroll
       for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
         acc += __shfl_xor_sync(0xffffffffu, acc, offset);
@@ -206,12 +220,24 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
 #pragma unroll 1
   for (int c0 = 0; c0 < kKeysPerGroup; c0 += kChunk) {
     if (c0 > 0) load_values(c0);
+    if constexpr (kProbQuads) {  // 16-byte reads of the probabilities
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const int j = first_key + c0 + i;
-      if (c0 + i >= kKeysPerGroup || j >= P::kN) continue;
+      for (int i = 0; i < kChunk; i += 4) {
+        if (c0 + i >= kKeysPerGroup || first_key + c0 + i >= P::kN) continue;
 #pragma unroll
-      for (int m = 0; m < P::kBM; ++m) acc[m] += ps[m * P::kN + j] * vv[i];
+        for (int m = 0; m < P::kBM; ++m) {
+          const float4 p = *reinterpret_cast<const float4*>(ps + m * P::kN + first_key + c0 + i);
+          acc[m] += p.x * vv[i] + p.y * vv[i + 1] + p.z * vv[i + 2] + p.w * vv[i + 3];
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        const int j = first_key + c0 + i;
+        if (c0 + i >= kKeysPerGroup || j >= P::kN) continue;
+#pragma unroll
+        for (int m = 0; m < P::kBM; ++m) acc[m] += ps[m * P::kN + j] * vv[i];
+      }
     }
   }
   if constexpr (kGroups > 1) {
