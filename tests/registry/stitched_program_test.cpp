@@ -235,6 +235,14 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   StitchDesc in_place = Attention(32);
   in_place.tasks[2].tensors[2] = Dense(0, {8, 32, 64});
   EXPECT_EQ(stages(in_place), 3u) << "out overwrites q";
+  StitchDesc many_queries = Attention(32);  // one head of 140000 queries: 17500 tiles of 8
+  const long long rows = 140000;
+  many_queries.tasks[0].tensors = {Dense(0, {1, rows, 64}), View(1, {1, 64, 32}, {2048, 1, 64}),
+                                   Dense(4, {1, rows, 32}), Dense(3, {1, rows, 32})};
+  many_queries.tasks[1].tensors = {Dense(3, {1, rows, 32}), Dense(5, {1, rows, 32})};
+  many_queries.tasks[2].tensors = {Dense(5, {1, rows, 32}), Dense(2, {1, 32, 64}),
+                                   Dense(6, {1, rows, 64})};
+  EXPECT_EQ(stages(many_queries), 3u) << "more tiles than a stage should take";
   StitchDesc matmul = Attention(32);
   matmul.tasks[0] = Task("bmm", {Dense(0, {8, 32, 64}), View(1, {8, 64, 32}, {2048, 1, 64}),
                                  Dense(3, {8, 32, 32})});

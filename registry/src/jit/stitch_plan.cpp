@@ -527,7 +527,9 @@ class Planner {
     stage.kind = Stage::Kind::kAttention;
     stage.op = "attention";
     stage.task = static_cast<std::uint32_t>(i);
-    stage.tiles = static_cast<std::uint32_t>(at.batch * ((at.m + at.bm - 1) / at.bm));
+    const long long tiles = at.batch * ((at.m + at.bm - 1) / at.bm);
+    if (tiles > kMaxTiles / 4) return false;  // leave the task's tiles to the other stages
+    stage.tiles = static_cast<std::uint32_t>(tiles);
     stage.attention = at;
     Push(std::move(stage), std::move(access));
     return true;
