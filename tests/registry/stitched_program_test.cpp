@@ -229,8 +229,8 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   EXPECT_EQ(stages(transposed), 3u) << "a softmax of the scores' columns";
   StitchDesc wide_values = Attention(32);
   wide_values.num_buffers = 8;
-  wide_values.tasks[2] = Task("bmm", {Dense(5, {8, 32, 32}), Dense(2, {8, 32, 512}),
-                                      Dense(7, {8, 32, 512})});
+  wide_values.tasks[2] =
+      Task("bmm", {Dense(5, {8, 32, 32}), Dense(2, {8, 32, 512}), Dense(7, {8, 32, 512})});
   EXPECT_EQ(stages(wide_values), 3u) << "more columns of v than threads";
   StitchDesc in_place = Attention(32);
   in_place.tasks[2].tensors[2] = Dense(0, {8, 32, 64});
@@ -244,8 +244,8 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
                                    Dense(6, {1, rows, 64})};
   EXPECT_EQ(stages(many_queries), 3u) << "more tiles than a stage should take";
   StitchDesc matmul = Attention(32);
-  matmul.tasks[0] = Task("bmm", {Dense(0, {8, 32, 64}), View(1, {8, 64, 32}, {2048, 1, 64}),
-                                 Dense(3, {8, 32, 32})});
+  matmul.tasks[0] = Task(
+      "bmm", {Dense(0, {8, 32, 64}), View(1, {8, 64, 32}, {2048, 1, 64}), Dense(3, {8, 32, 32})});
   EXPECT_EQ(stages(matmul), 1u) << "unscaled scores (bmm)";
 }
 

@@ -115,8 +115,10 @@ struct RunContext {
 void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& stage,
              const RunContext& run) {
   const bool uses_smem = stage.kind != Stage::Kind::kElementwise;
-  w.Line("__device__ __noinline__ void Run(const ::gpuos::device::OpContext& ctx, int t, "
-         "unsigned char*" + std::string(uses_smem ? " smem" : "") + ") {");
+  w.Line(
+      "__device__ __noinline__ void Run(const ::gpuos::device::OpContext& ctx, int t, "
+      "unsigned char*" +
+      std::string(uses_smem ? " smem" : "") + ") {");
   w.Line("  const ::gpuos::device::stitch::Tile tile(ctx, " + I(run.table_entries) + ", " +
          I(static_cast<long long>(stages.size())) + ", " + I(run.total_tiles) + "u, " +
          (stage.waits.empty() ? "false" : "true") + ");");

@@ -489,10 +489,9 @@ class Planner {
       return rank == 2 || x.sizes[0] == at.batch || x.sizes[0] == 1;
     };
     if (!batch_ok(q) || !batch_ok(kt) || !batch_ok(v) || scores.sizes[0] != out.sizes[0] ||
-        q.sizes[rank - 2] != at.m || kt.sizes[rank - 2] != at.d ||
-        scores.sizes[rank - 2] != at.m || scores.sizes[rank - 1] != at.n ||
-        v.sizes[rank - 2] != at.n || Broadcasts(scores) || Broadcasts(probs) ||
-        Broadcasts(out)) {
+        q.sizes[rank - 2] != at.m || kt.sizes[rank - 2] != at.d || scores.sizes[rank - 2] != at.m ||
+        scores.sizes[rank - 1] != at.n || v.sizes[rank - 2] != at.n || Broadcasts(scores) ||
+        Broadcasts(probs) || Broadcasts(out)) {
       return false;
     }
     // A tile's q rows and scores share the scratch; v's columns a thread each.

@@ -211,9 +211,9 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   GPUOS_PHASE_MARK(phase_clock, 14);
 
   // 4. out = probs x v.
-  static_assert((kGroups - 1) * P::kBM * kCols * static_cast<long long>(sizeof(C)) <=
-                    kWorkerScratchBytes,
-                "the groups' sums must fit the scratch");
+  static_assert(
+      (kGroups - 1) * P::kBM * kCols * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
+      "the groups' sums must fit the scratch");
   C acc[P::kBM];
 #pragma unroll
   for (int m = 0; m < P::kBM; ++m) acc[m] = C(0);
@@ -241,18 +241,20 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     }
   }
   if constexpr (kGroups > 1) {
-    __syncthreads();  // every thread is done with the probabilities
+    __syncthreads();                                // every thread is done with the probabilities
     C* const partial = reinterpret_cast<C*>(smem);  // [kGroups - 1][kBM][kCols]
     if (group > 0) {
 #pragma unroll
-      for (int m = 0; m < P::kBM; ++m) partial[((group - 1) * P::kBM + m) * kCols + column] = acc[m];
+      for (int m = 0; m < P::kBM; ++m)
+        partial[((group - 1) * P::kBM + m) * kCols + column] = acc[m];
     }
     __syncthreads();
     if (group == 0) {
 #pragma unroll
       for (int m = 0; m < P::kBM; ++m) {
 #pragma unroll
-        for (int g = 1; g < kGroups; ++g) acc[m] += partial[((g - 1) * P::kBM + m) * kCols + column];
+        for (int g = 1; g < kGroups; ++g)
+          acc[m] += partial[((g - 1) * P::kBM + m) * kCols + column];
       }
     }
   }

@@ -81,8 +81,8 @@ struct StitchDesc {
 
 // One stage of the result (diagnostics and tests).
 struct StitchStage {
-  std::string kind;  // "matmul", "rows", "elementwise", "attention"
-  std::string op;    // the task's operator ("attention": the three tasks')
+  std::string kind;        // "matmul", "rows", "elementwise", "attention"
+  std::string op;          // the task's operator ("attention": the three tasks')
   std::uint32_t task = 0;  // the (first) task it runs
   std::uint32_t first_tile = 0;
   std::uint32_t tiles = 0;
