@@ -4,10 +4,12 @@
 // intermediates and outputs from PyTorch's caching allocator, and submits the
 // graph once. Built by torch.utils.cpp_extension against the installed torch.
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <pybind11/stl.h>
 #include <torch/extension.h>
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -117,17 +119,19 @@ constexpr int kNeedsAutograd = 2;
 
 class Program {
  public:
-  // Buffers are numbered: inputs, constants, workspace slices, outputs
-  // (gpuos.compile passes one slice at offset 0: Program.to_json() puts
-  // every intermediate into one workspace buffer).
+  // Buffers are numbered: inputs, constants, the workspace (when
+  // `workspace_bytes` is set: one buffer for every intermediate, as
+  // Program.to_json() writes them), outputs.
   Program(std::shared_ptr<Runtime> runtime, const std::string& program_json,
           const std::vector<py::tuple>& inputs, std::vector<at::Tensor> constants,
-          std::vector<int64_t> workspace_offsets, int64_t workspace_bytes,
-          const std::vector<py::tuple>& outputs, const std::vector<py::tuple>& results)
+          std::optional<int64_t> workspace_bytes, const std::vector<py::tuple>& outputs,
+          const std::vector<py::tuple>& results)
       : runtime_(std::move(runtime)),
         constants_(std::move(constants)),
-        workspace_offsets_(std::move(workspace_offsets)),
         workspace_bytes_(workspace_bytes) {
+    if (workspace_bytes_ && *workspace_bytes_ < 0) {
+      throw std::invalid_argument("gpuos: workspace_bytes must be None or >= 0");
+    }
     for (const auto& t : inputs) inputs_.push_back(ToLayout(t));
     for (const auto& t : outputs) outputs_.push_back(ToLayout(t));
     for (const auto& t : results) {
@@ -140,7 +144,8 @@ class Program {
       r.storage_offset = t[5].cast<int64_t>();
       results_.push_back(std::move(r));
     }
-    num_buffers_ = inputs_.size() + constants_.size() + workspace_offsets_.size() + outputs_.size();
+    num_buffers_ =
+        inputs_.size() + constants_.size() + (workspace_bytes_ ? 1 : 0) + outputs_.size();
     Check(gpuos_torch_program_create(runtime_->handle(), program_json.c_str(), &handle_),
           "building the program");
     if (gpuos_torch_program_num_buffers(handle_) != num_buffers_) {
@@ -245,21 +250,20 @@ class Program {
   std::string stitch_note() const { return gpuos_torch_program_stitch_note(handle_); }
 
  private:
-  // A workspace for the intermediates, its slices' addresses written at
-  // addresses_[*b...]: the spare one an earlier run left (KeepSpareWorkspace),
+  // A workspace for the intermediates, its address written at
+  // addresses_[*b] (then *b advanced): the spare one an earlier run left (KeepSpareWorkspace),
   // else one from PyTorch's caching allocator. The caller keeps the tensor
   // until the launch has been submitted (the allocator orders its reuse on
   // the current stream, which waits for the submission).
   at::Tensor BindWorkspace(const c10::Device& device, std::size_t* b) {
-    if (workspace_offsets_.empty()) return at::Tensor();
+    if (!workspace_bytes_) return at::Tensor();
     at::Tensor workspace = std::move(spare_workspace_);
     spare_workspace_ = at::Tensor();
     if (!workspace.defined()) {
-      workspace = at::empty({std::max<int64_t>(workspace_bytes_, 1)},
+      workspace = at::empty({std::max<int64_t>(*workspace_bytes_, 1)},
                             at::TensorOptions().dtype(at::kByte).device(device));
     }
-    const auto base = reinterpret_cast<unsigned long long>(workspace.data_ptr());
-    for (int64_t offset : workspace_offsets_) addresses_[(*b)++] = base + offset;
+    addresses_[(*b)++] = reinterpret_cast<unsigned long long>(workspace.data_ptr());
     return workspace;
   }
 
@@ -299,8 +303,7 @@ class Program {
   std::shared_ptr<Runtime> runtime_;
   std::vector<Layout> inputs_;
   std::vector<at::Tensor> constants_;
-  std::vector<int64_t> workspace_offsets_;
-  int64_t workspace_bytes_;
+  std::optional<int64_t> workspace_bytes_;  // none: the program has no intermediates
   std::vector<Layout> outputs_;
   std::vector<Result> results_;
   std::size_t num_buffers_ = 0;
@@ -355,11 +358,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_property_readonly("device", &Runtime::device);
   py::class_<Program>(m, "Program")
       .def(py::init<std::shared_ptr<Runtime>, const std::string&, const std::vector<py::tuple>&,
-                    std::vector<at::Tensor>, std::vector<int64_t>, int64_t,
-                    const std::vector<py::tuple>&, const std::vector<py::tuple>&>(),
+                    std::vector<at::Tensor>, std::optional<int64_t>, const std::vector<py::tuple>&,
+                    const std::vector<py::tuple>&>(),
            py::arg("runtime"), py::arg("program_json"), py::arg("inputs"), py::arg("constants"),
-           py::arg("workspace_offsets"), py::arg("workspace_bytes"), py::arg("outputs"),
-           py::arg("results"))
+           py::arg("workspace_bytes"), py::arg("outputs"), py::arg("results"))
       .def("run", &Program::Run)
       .def("run_into", &Program::RunInto, py::arg("inputs"), py::arg("outputs"),
            py::call_guard<py::gil_scoped_release>())

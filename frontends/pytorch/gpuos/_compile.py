@@ -93,7 +93,7 @@ def _native_program(program: Program) -> Any:
         rt, program.to_json(),
         [(b.dtype, list(b.sizes), list(b.strides)) for b in program.buffers_of(INPUT)],
         [b.tensor for b in program.buffers_of(CONSTANT)],
-        [0] if offsets else [], workspace_bytes,  # to_json(): one workspace buffer
+        workspace_bytes if offsets else None,  # to_json(): one buffer for every intermediate
         [(b.dtype, list(b.sizes), list(b.strides)) for b in program.buffers_of(OUTPUT)],
         [(r.kind, r.index, r.same, list(r.sizes), list(r.strides), r.storage_offset)
          for r in program.results])
