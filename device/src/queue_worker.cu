@@ -642,9 +642,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // blocks), the tickets nobody took are taken back at once, in flight
         // together with the claim (one round trip less before the count): a
         // helper that has not come by the time a tile is done is not needed,
-        // the blocks already running claim what is left. (Two sites, not one
-        // `tiles <= blocks || ahead >= tiles`: that predicate would wait for
-        // the claim's result before the exchange.)
+        // the blocks already running claim what is left.
         int early_left = 0;
         if (tiles <= gridDim.x) early_left = atomicExch(&q.nodes[task].helper_tickets, 0);
         // No tile left for this block: it will join the task's tiled sole
@@ -865,29 +863,30 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       Invalidate(cache);
       for (unsigned int i = 0; i < count; ++i) {
         unsigned long long entry = batch[i];
-        bool first_claimed = false;
         if (DecodeReady(entry).task == gpuos::device::kGateRetryTask) {
           // A submission waiting for another stream: admit it if its gate opened.
+          bool first_claimed = false;
           entry = Admit(q, DecodeReady(entry).slot, &first_claimed);
           if (entry == kNone) continue;
           Invalidate(cache);  // Admit copied descriptors the window may hold stale
+          RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
+          continue;
         }
-        RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
+        RunChain(q, entry, cache, scratch, &completed, &completions, &recorder);
       }
-    } else if (current == kHelp || current == kAdmit) {
-      unsigned long long entry = value;
+    } else if (current == kHelp) {
+      Invalidate(cache);
+      RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
+    } else if (current == kAdmit) {
       bool first_claimed = false;
-      if (current == kAdmit) {
-        entry = Admit(q, value, &first_claimed);
-        if (entry != kNone && threadIdx.x == 0 && q.trace != nullptr) {
-          // (no sequence read when not tracing)
+      const unsigned long long first = Admit(q, value, &first_claimed);
+      if (first != kNone) {
+        if (threadIdx.x == 0 && q.trace != nullptr) {  // no sequence read when not tracing
           recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,
-                              Volatile(q.sequences + DecodeReady(entry).slot));
+                              Volatile(q.sequences + DecodeReady(first).slot));
         }
-      }
-      if (entry != kNone) {
         Invalidate(cache);
-        RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
+        RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);
       }
     }
     if (current == kRun || current == kAdmit || current == kHelp) {
