@@ -205,8 +205,6 @@ void AttentionCode(SourceWriter& w, const AttentionStage& at) {
   Operand3(w, "Pr", at.probs, "Sm", "Sn");
   Operand3(w, "O", at.out, "Sm", "Sn");
   Constant(w, "double", "kAlpha", DoubleLiteral(at.alpha));
-  Constant(w, "bool", "kStoreScores", "true");
-  Constant(w, "bool", "kStoreProbs", "true");
   Constant(w, "int", "kBM", I(at.bm));
   Constant(w, "int", "kSplit", I(at.split));
   Constant(w, "int", "kVec", I(at.vec));

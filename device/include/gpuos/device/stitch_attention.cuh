@@ -7,11 +7,11 @@
 //
 // with the formulas of those stages (stitch_matmul.cuh, stitch_rows.cuh):
 // the scores and the probabilities are the values their tasks would store,
-// and they are stored too (kStoreScores, kStoreProbs), so a program that
-// reads them elsewhere sees what it would without the fusion. What the
-// fusion saves is two stage boundaries (a wait for every tile of the
-// previous stage, and a round trip through L2 for the scores and the
-// probabilities) and the products' generic tiling.
+// and they are stored too, so a program that reads them elsewhere sees what
+// it would without the fusion. What the fusion saves is two stage
+// boundaries (a wait for every tile of the previous stage, and reading the
+// scores and the probabilities back from L2) and the products' generic
+// tiling.
 //
 // P (written by registry/src/jit/stitch_codegen.cpp): T; kBatch; kM queries,
 // kN keys, kD (q's row length), kDv (v's columns); operands as in
@@ -176,7 +176,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
       for (int m = 0; m < P::kBM; ++m) {
         const C value = convert<C>(convert<T>(s[m]));  // as baddbmm stores it
         ps[m * P::kN + j] = value;
-        if (P::kStoreScores && m0 + m < P::kM) {
+        if (m0 + m < P::kM) {
           scores[static_cast<long long>(m0 + m) * P::kSSm + static_cast<long long>(j) * P::kSSn] =
               convert<T>(value);
         }
@@ -204,7 +204,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     for (int j = lane; j < P::kN; j += 32) {
       const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
       row[j] = p;
-      if (P::kStoreProbs) probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+      probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
     }
   }
   __syncthreads();
