@@ -192,6 +192,11 @@ TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths)
     EXPECT_EQ(program->stages[0].tiles, 8u * static_cast<std::uint32_t>(seq / 8))
         << "8 heads, 8 queries a tile";
     EXPECT_EQ(program->counter_bytes, 2u * 128u);
+    // The probabilities are stored per head, at the strides the product
+    // reads them with (the softmax's views are rank 4: no batch stride).
+    const std::string& code = program->op.device_code.code;
+    EXPECT_NE(code.find("kPrSb = " + std::to_string(seq * seq) + "ll;"), std::string::npos)
+        << code.substr(0, 4000);
     ExpectCompiles(*program);
   }
 }

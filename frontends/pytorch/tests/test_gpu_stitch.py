@@ -6,7 +6,8 @@ row (the stage counters count on over the runs); a buffer that is not 16-byte
 aligned runs the unstitched program instead; a program with an operator
 without stage code is not stitched and says why; a call that does not wait
 on the host (GPUOS_TORCH_HOST_WAIT_US=0) leaves the wait to PyTorch's
-stream; attention (scores, softmax, product) is one stage of odd shapes too.
+stream; attention (scores, softmax, product) is one stage of odd shapes too, and
+stores the probabilities per head when they are returned.
 Skipped (with the reason) without a GPU."""
 
 import math
@@ -199,4 +200,18 @@ def test_attention_is_one_stage_matching_eager(gpu, stitch_notes, shape):
         k = torch.randn(heads, keys, dim, generator=generator).to(gpu)
         v = torch.randn(heads, keys, vdim, generator=generator).to(gpu)
         _close(f(q, k, v), attention(q, k, v))  # the probabilities are an output too
+    assert any(re.search(r"\battention\(\d+\)", note) for note in stitch_notes), stitch_notes
+
+
+def test_attention_of_four_dimensional_heads_returns_its_probabilities(gpu, stitch_notes):
+    # The workloads' layout (batch, heads, seq, dim): the softmax sees the
+    # scores as rank 4 while the products see rank 3; the stage must store
+    # each head's probabilities at the products' strides.
+    def attention(q, k, v):
+        probs = torch.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1)
+        return probs @ v, probs
+
+    generator = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 8, 32, 64, generator=generator).to(gpu) for _ in range(3))
+    _close(gpuos.compile(attention)(q, k, v), attention(q, k, v))
     assert any(re.search(r"\battention\(\d+\)", note) for note in stitch_notes), stitch_notes

@@ -468,15 +468,18 @@ class Planner {
     const StitchView& q = first.tensors[0];
     const StitchView& kt = first.tensors[1];
     const StitchView& scores = first.tensors.back();
-    const StitchView& probs = norm.tensors.back();
+    // The probabilities as the product reads them (rank 3 or 2, like the
+    // scores; the softmax's own views may have another rank, e.g. 4).
+    const StitchView& probs = second.tensors[0];
     const StitchView& v = second.tensors[1];
     const StitchView& out = second.tensors.back();
     const std::size_t rank = out.sizes.size();
-    for (const StitchView* view : {&q, &kt, &scores, &v, &out, &second.tensors[0]}) {
+    for (const StitchView* view : {&q, &kt, &scores, &probs, &v, &out}) {
       if (view->sizes.size() != rank) return false;
     }
-    if ((rank != 2 && rank != 3) || !SameElements(scores, norm.tensors[0]) ||
-        !SameElements(probs, second.tensors[0]) || probs.sizes.back() != scores.sizes.back()) {
+    if ((rank != 2 && rank != 3) || norm.tensors[0].sizes != norm.tensors[1].sizes ||
+        !SameElements(scores, norm.tensors[0]) || !SameElements(norm.tensors[1], probs) ||
+        probs.sizes != scores.sizes) {
       return false;
     }
     AttentionStage at;
