@@ -56,7 +56,8 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   constexpr int kKeysPerPass = kThreads / P::kSplit;
   static_assert(P::kD % P::kSplit == 0 && 32 % P::kSplit == 0, "kSplit divides kD and a warp");
   static_assert(kDPerLane <= 64, "a lane's part of a key fits its registers");
-  static_assert(P::kVec == 1 || (P::kVec == 4 && kDPerLane % 4 == 0), "vector loads of keys");
+  static_assert(P::kVec == 1 || (P::kVec == 4 && kDPerLane % 4 == 0 && sizeof(T) == 4),
+                "16-byte loads of keys are for f32");
   static_assert(P::kBM * (P::kD + P::kN) * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
                 "q's rows and the scores must fit the scratch");
   const int batch = tile / kMTiles;
