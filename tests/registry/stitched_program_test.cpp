@@ -215,6 +215,41 @@ TEST_F(StitchedProgramTest, AttentionUnfusedIsThreeStagesAndCompiles) {
   }
 }
 
+// Queries a tile, lanes per key and vector loads follow the shapes: every
+// thread a key where the keys allow (up to 8 lanes each), at most 64 values
+// of a key a lane, and 8 queries a tile unless q's rows and the scores
+// would not fit the scratch.
+TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
+  const auto code_of = [](const StitchDesc& desc) {
+    auto program = StitchProgram(desc);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    EXPECT_EQ(program.ok() ? program->stages.size() : 0u, 1u);
+    return program.ok() ? program->op.device_code.code : std::string();
+  };
+  const auto has = [](const std::string& code, const std::string& constant) {
+    return code.find(constant) != std::string::npos;
+  };
+  const std::string seq32 = code_of(Attention(32));
+  EXPECT_TRUE(has(seq32, "kSplit = 8;") && has(seq32, "kBM = 8;") && has(seq32, "kVec = 4;"))
+      << seq32.substr(0, 3000);
+  const std::string seq128 = code_of(Attention(128));
+  EXPECT_TRUE(has(seq128, "kSplit = 2;") && has(seq128, "kBM = 8;")) << seq128.substr(0, 3000);
+  // 1000 keys of 128 values: 2 lanes a key (64 values each), 1 query a tile.
+  StitchDesc long_keys = Attention(32);
+  long_keys.tasks[0].tensors = {Dense(0, {8, 32, 128}), View(1, {8, 128, 1000}, {128000, 1, 128}),
+                                Dense(4, {8, 32, 1000}), Dense(3, {8, 32, 1000})};
+  long_keys.tasks[1].tensors = {Dense(3, {8, 32, 1000}), Dense(5, {8, 32, 1000})};
+  long_keys.tasks[2].tensors = {Dense(5, {8, 32, 1000}), Dense(2, {8, 1000, 64}),
+                                Dense(6, {8, 32, 64})};
+  const std::string wide = code_of(long_keys);
+  EXPECT_TRUE(has(wide, "kSplit = 2;") && has(wide, "kBM = 1;") && has(wide, "kVec = 4;"))
+      << wide.substr(0, 3000);
+  // Keys whose values are not contiguous along D: scalar loads.
+  StitchDesc strided = Attention(32);
+  strided.tasks[0].tensors[1] = Dense(1, {8, 64, 32});
+  EXPECT_TRUE(has(code_of(strided), "kVec = 1;"));
+}
+
 // The attention stage only where the three tasks are exactly scores,
 // their softmax and its product, and the stage code takes the shapes.
 TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
