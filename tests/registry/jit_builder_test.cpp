@@ -16,31 +16,8 @@ namespace {
 
 using testing::kSmallPackYaml;
 using testing::ParseOperators;
+using testing::ScopedEnv;
 using testing::TestOptions;
-
-// Sets an environment variable for the lifetime of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(JitBuilderTest, ToolchainIsDescribed) {
   const JitToolchain toolchain = DescribeJitToolchain();

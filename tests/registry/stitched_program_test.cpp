@@ -15,6 +15,7 @@ namespace gpuos::registry {
 namespace {
 
 using testing::BuiltinOperators;
+using testing::ScopedEnv;
 using testing::TestOptions;
 
 class StitchedProgramTest : public ::testing::Test {
@@ -287,6 +288,17 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   matmul.tasks[0] = Task(
       "bmm", {Dense(0, {8, 32, 64}), View(1, {8, 64, 32}, {2048, 1, 64}), Dense(3, {8, 32, 32})});
   EXPECT_EQ(stages(matmul), 1u) << "unscaled scores (bmm)";
+}
+
+// The experiment GPUOS_STITCH_SHARED_HINT (stitch.cuh, AssumeShared): the
+// stage code that reads the scratch compiles with the hint too.
+TEST_F(StitchedProgramTest, StagesCompileWithTheSharedMemoryHint) {
+  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_STITCH_SHARED_HINT");
+  for (const StitchDesc& desc : {Mlp(1), Attention(128), DecoderAttention()}) {
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ExpectCompiles(*program);
+  }
 }
 
 TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {

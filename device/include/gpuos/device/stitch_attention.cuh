@@ -60,6 +60,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
                 "16-byte loads of keys are for f32");
   static_assert(P::kBM * (P::kD + P::kN) * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
                 "q's rows and the scores must fit the scratch");
+  AssumeShared(smem);
   const int batch = tile / kMTiles;
   const int m0 = (tile - batch * kMTiles) * P::kBM;
   const T* const q = t.ptr<const T>(P::kQ) + P::kQOff + static_cast<long long>(batch) * P::kQSb +

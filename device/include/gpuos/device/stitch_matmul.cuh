@@ -394,6 +394,7 @@ __device__ __forceinline__ void MatmulColumns(const MatmulPointers<P>& p, int ba
 template <class P, class Wait>
 __device__ __forceinline__ void Matmul(const Tile& t, int tile, unsigned char* smem,
                                        const Wait& wait) {
+  AssumeShared(smem);
   constexpr int kMTiles = (P::kM + P::kBM - 1) / P::kBM;
   constexpr int kNTiles = (P::kN + P::kBN - 1) / P::kBN;
   const int batch = tile / (kMTiles * kNTiles);
