@@ -290,15 +290,24 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   EXPECT_EQ(stages(matmul), 1u) << "unscaled scores (bmm)";
 }
 
-// The experiment GPUOS_STITCH_SHARED_HINT (stitch.cuh, AssumeShared): the
-// stage code that reads the scratch compiles with the hint too.
-TEST_F(StitchedProgramTest, StagesCompileWithTheSharedMemoryHint) {
-  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_STITCH_SHARED_HINT");
+// The experiment GPUOS_SHARED_SCRATCH_HINT (op_context.cuh, AssumeShared):
+// the stage code and the standard operators that read the scratch compile
+// with the hint too.
+TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheSharedMemoryHint) {
+  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_SHARED_SCRATCH_HINT");
   for (const StitchDesc& desc : {Mlp(1), Attention(128), DecoderAttention()}) {
     auto program = StitchProgram(desc);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     ExpectCompiles(*program);
   }
+  std::vector<OperatorSpec> readers;
+  for (const char* name : {"matmul", "fused_addmm", "softmax", "layer_norm"}) {
+    readers.push_back(*Op(name));
+  }
+  JitBuilder builder(nullptr, TestOptions("sm_90"));
+  BuildStats stats;
+  const Status compiled = builder.Compile(readers, &stats);
+  EXPECT_TRUE(compiled.ok()) << compiled.ToString();
 }
 
 TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {

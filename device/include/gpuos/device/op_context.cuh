@@ -19,6 +19,20 @@
 namespace gpuos {
 namespace device {
 
+// Tells the compiler that `p` is in shared memory (the worker's scratch,
+// OpCall::scratch, reaches operator code as a plain pointer, so without the
+// hint every access through it is a generic load or store instead of LDS /
+// STS). An experiment, off unless the image is built with
+// GPUOS_JIT_DEFINES=GPUOS_SHARED_SCRATCH_HINT (docs/device-code.md; not yet
+// measured on a GPU).
+__device__ __forceinline__ void AssumeShared(const void* p) {
+#if defined(GPUOS_SHARED_SCRATCH_HINT)
+  __builtin_assume(__isShared(p));
+#else
+  (void)p;
+#endif
+}
+
 class OpContext {
  public:
   __device__ OpContext(const OpCall& call, int num_inputs)
@@ -140,6 +154,7 @@ class OpContext {
   // Shared memory of the block for this task (contents undefined on entry).
   template <typename U>
   __device__ U* scratch() const {
+    AssumeShared(call_->scratch);
     return reinterpret_cast<U*>(call_->scratch);
   }
   __device__ unsigned int scratch_bytes() const { return call_->scratch_bytes; }

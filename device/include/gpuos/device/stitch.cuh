@@ -178,20 +178,6 @@ class Tile {
   unsigned long long task_count_ = 0;
 };
 
-// Tells the compiler that `p` (the worker's scratch, OpCall::scratch) is in
-// shared memory: a stage function receives it as a plain pointer, so without
-// the hint every access through it is a generic load or store (LD.E / ST.E
-// in the SASS of the attention stage at 0f7b0e1) instead of LDS / STS. An
-// experiment, off unless the image is built with
-// GPUOS_JIT_DEFINES=GPUOS_STITCH_SHARED_HINT (not yet measured on a GPU).
-__device__ __forceinline__ void AssumeShared(const void* p) {
-#if defined(GPUOS_STITCH_SHARED_HINT)
-  __builtin_assume(__isShared(p));
-#else
-  (void)p;
-#endif
-}
-
 // A stage with nothing to wait for.
 struct NoWait {
   __device__ __forceinline__ void operator()() const {}
