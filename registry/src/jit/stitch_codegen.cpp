@@ -36,26 +36,6 @@ std::string Join(const std::vector<std::string>& parts) {
   return out;
 }
 
-// Dimensions of `sizes` with `strides`, size-1 dimensions dropped and
-// neighbours merged where the outer stride is the inner one times its size.
-struct Dims {
-  std::vector<long long> sizes, strides;
-};
-Dims Coalesce(const std::vector<long long>& sizes, const std::vector<long long>& strides) {
-  Dims d;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 1) continue;
-    if (!d.sizes.empty() && d.strides.back() == strides[i] * sizes[i]) {
-      d.sizes.back() *= sizes[i];
-      d.strides.back() = strides[i];
-      continue;
-    }
-    d.sizes.push_back(sizes[i]);
-    d.strides.push_back(strides[i]);
-  }
-  return d;
-}
-
 // The body of `static __device__ long long F(long long i)`: the offset of
 // element i (row-major over `sizes`) of a tensor with `strides`.
 std::string OffsetBody(const std::vector<long long>& sizes, const std::vector<long long>& strides) {
@@ -289,6 +269,21 @@ std::string DoubleLiteral(double value) {
   std::string s(text);
   if (s.find_first_of(".eE") == std::string::npos) s += ".0";
   return s;
+}
+
+Dims Coalesce(const std::vector<long long>& sizes, const std::vector<long long>& strides) {
+  Dims d;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 1) continue;
+    if (!d.sizes.empty() && d.strides.back() == strides[i] * sizes[i]) {
+      d.sizes.back() *= sizes[i];
+      d.strides.back() = strides[i];
+      continue;
+    }
+    d.sizes.push_back(sizes[i]);
+    d.strides.push_back(strides[i]);
+  }
+  return d;
 }
 
 StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t table_entries,

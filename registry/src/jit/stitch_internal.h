@@ -126,4 +126,13 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
 // `value` as a C++ double literal that reads back exactly.
 std::string DoubleLiteral(double value);
 
+// Dimensions of `sizes` with `strides`, size-1 dimensions dropped and
+// neighbours merged where the outer stride is the inner one times its size:
+// two views with equal Coalesce name the same elements in the same order.
+struct Dims {
+  std::vector<long long> sizes, strides;
+  bool operator==(const Dims&) const = default;
+};
+Dims Coalesce(const std::vector<long long>& sizes, const std::vector<long long>& strides);
+
 }  // namespace gpuos::registry::jit

@@ -417,24 +417,12 @@ class Planner {
     return Status::Ok();
   }
 
-  // Whether two views name the same elements in the same order (size-1
-  // dimensions dropped, contiguous neighbours merged): a softmax's rank-4
-  // view of a product's rank-3 output.
+  // Whether two views name the same elements in the same order (jit::
+  // Coalesce): a softmax's rank-4 view of a product's rank-3 output.
   static bool SameElements(const StitchView& a, const StitchView& b) {
-    if (a.buffer != b.buffer || a.offset != b.offset || a.dtype != b.dtype) return false;
-    const auto canonical = [](const StitchView& v) {
-      std::vector<std::pair<long long, long long>> dims;  // (size, stride)
-      for (std::size_t d = 0; d < v.sizes.size(); ++d) {
-        if (v.sizes[d] == 1) continue;
-        if (!dims.empty() && dims.back().second == v.strides[d] * v.sizes[d]) {
-          dims.back() = {dims.back().first * v.sizes[d], v.strides[d]};
-        } else {
-          dims.emplace_back(v.sizes[d], v.strides[d]);
-        }
-      }
-      return dims;
-    };
-    return canonical(a) == canonical(b) && a.sizes.back() == b.sizes.back();
+    return a.buffer == b.buffer && a.offset == b.offset && a.dtype == b.dtype &&
+           jit::Coalesce(a.sizes, a.strides) == jit::Coalesce(b.sizes, b.strides) &&
+           a.sizes.back() == b.sizes.back();
   }
 
   // Tasks i, i + 1, i + 2 as one attention stage when they are scores = q x
