@@ -290,11 +290,11 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   EXPECT_EQ(stages(matmul), 1u) << "unscaled scores (bmm)";
 }
 
-// The experiment GPUOS_SHARED_SCRATCH_HINT (op_context.cuh, AssumeShared):
-// the stage code and the standard operators that read the scratch compile
-// with the hint too.
-TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheSharedMemoryHint) {
-  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_SHARED_SCRATCH_HINT");
+// The shared-scratch hint is on by default (op_context.cuh, AssumeShared);
+// GPUOS_NO_SHARED_SCRATCH_HINT leaves it out: the stage code and the
+// standard operators that read the scratch compile without it too.
+TEST_F(StitchedProgramTest, ScratchReadersCompileWithoutTheSharedMemoryHint) {
+  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_NO_SHARED_SCRATCH_HINT");
   for (const StitchDesc& desc : {Mlp(1), Attention(128), DecoderAttention()}) {
     auto program = StitchProgram(desc);
     ASSERT_TRUE(program.ok()) << program.status().ToString();

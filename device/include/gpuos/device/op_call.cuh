@@ -16,7 +16,7 @@ namespace device {
 struct OpCall {
   const TaskDesc* task;
   const TensorDesc* tensors;  // the launch's table; index with task->tensors[k]
-  unsigned char* scratch;     // shared memory, 16-byte aligned
+  unsigned char* scratch;     // shared memory (required: AssumeShared), 16-byte aligned
   unsigned int scratch_bytes;
   unsigned int num_tensors;  // entries in `tensors`
   WorkerStatus* status;      // may be null
