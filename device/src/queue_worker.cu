@@ -251,6 +251,7 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // pushed and kNone returned.
 __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bool* first_claimed) {
   __shared__ Submission sub;
+  __shared__ unsigned long long slot_gate_word;
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
@@ -263,6 +264,12 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
   if (threadIdx.x < gpuos::device::kSubmissionRecordWords) {
     reinterpret_cast<int4*>(&sub)[threadIdx.x] = words[0];
   }
+  if (threadIdx.x + (kSlotWordsPerThread - 1) * blockDim.x ==
+      gpuos::device::kSubmissionSlotWords - 1) {
+    const int4 last = words[kSlotWordsPerThread - 1];  // gate_word, then reserved
+    slot_gate_word = static_cast<unsigned long long>(static_cast<unsigned int>(last.y)) << 32 |
+                     static_cast<unsigned int>(last.x);
+  }
   *first_claimed = false;
   __syncthreads();
   if (sub.gate != 0) {
@@ -271,9 +278,17 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
     // the block serves other work; the block that pops the entry tries again.
     // At shutdown the entry is dropped: the host has given up on the graph.
     if (threadIdx.x == 0) {
-      gate_closed = !GateOpen(sub);
+      gate_closed = !GateOpen(sub, slot_gate_word);
       if (gate_closed && Volatile(&q.control->stop) == 0) {
         PushReady(q, EncodeReady(gpuos::device::kGateRetryTask, slot, false));
+      }
+      // Dropped by the host (Runtime::DropGated): complete it as an empty
+      // graph.
+      if (!gate_closed && sub.gate == gpuos::device::kSlotGate &&
+          (slot_gate_word & gpuos::device::kGateDropped) != 0) {
+        gate_closed = 1;
+        q.sequences[slot] = sub.sequence;
+        CompleteSubmission(q, slot, sub.sequence);
       }
     }
     __syncthreads();

@@ -1,6 +1,7 @@
 // The queue's ring slot (device/queue.h, docs/runtime.md "The queue"): its
-// size, the room a small graph has in it, and the word count the host and
-// the worker both use for an inline graph. No GPU needed.
+// size, the room a small graph has in it, where its gate word is, and the
+// word count the host and the worker both use for an inline graph. No GPU
+// needed.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -10,11 +11,14 @@
 namespace gpuos::device {
 namespace {
 
-TEST(QueueLayoutTest, ASlotIsEightKibOfRecordThenPayload) {
+TEST(QueueLayoutTest, ASlotIsEightKibOfRecordPayloadAndGate) {
   EXPECT_EQ(sizeof(SubmissionSlot), 8192u);
   EXPECT_EQ(kSubmissionRecordWords, 4u);
   EXPECT_EQ(offsetof(SubmissionSlot, payload), sizeof(Submission));
-  EXPECT_EQ(kInlinePayloadWords * 16 + sizeof(Submission), sizeof(SubmissionSlot));
+  EXPECT_EQ(kInlinePayloadWords * 16 + sizeof(Submission) + 16, sizeof(SubmissionSlot));
+  // The gate word is the slot's last 16-byte word: the worker's Admit takes
+  // it from the words the block's last thread reads.
+  EXPECT_EQ(offsetof(SubmissionSlot, gate_word), 8192u - 16u);
   // Two words per thread of a 256-thread worker block read the whole slot.
   EXPECT_EQ(kSubmissionSlotWords % kWorkerThreads, 0u);
 }

@@ -1,7 +1,8 @@
 // Ordering between the runtime and other CUDA streams, both directions
 // (docs/runtime.md, "Streams"): a graph submitted with wait_for starts after
 // the stream's earlier work; a stream made to wait for a future starts its
-// later work after the graph. A host latch (a mapped word the stream waits
+// later work after the graph; a graph submitted with open_later starts at
+// OpenGate (or completes unrun at DropGated). A host latch (a mapped word the stream waits
 // on) holds streams back deterministically, which also shows that no call
 // blocks the host. Skips with the reason where there is no GPU.
 #include <gtest/gtest.h>
@@ -66,6 +67,11 @@ Expected<HeldBackWrite> HoldBackWriteThree(const DeviceTensor& x) {
   GPUOS_RETURN_IF_ERROR(held.latch->HoldBack(held.stream->get()));
   GPUOS_RETURN_IF_ERROR(EnqueueWriteThree(*held.stream, x));
   return held;
+}
+
+Status Fill(Runtime& runtime, const DeviceTensor& tensor, float value) {
+  const std::vector<float> values = Filled(static_cast<std::size_t>(tensor.desc.numel), value);
+  return runtime.CopyToDevice(tensor.buffer.address, values.data(), values.size() * sizeof(float));
 }
 
 void ExpectAll(const std::vector<float>& values, float expected) {
@@ -312,6 +318,91 @@ TEST_F(RuntimeStreamsGpuTest, RefusesTheLegacyStreamAndAcceptsEmptyFutures) {
   ExpectAll(*out, 2.0f);
   // A finished future: nothing to enqueue.
   EXPECT_TRUE(runtime->StreamWaitFor((*stream)->get(), *done).ok());
+}
+
+// SubmitOptions::open_later: the graph is published at once and starts only
+// at OpenGate; DropGated completes it without running it. Other
+// submissions, and the slot's later submissions, are not affected.
+TEST_F(RuntimeStreamsGpuTest, OpenLaterStartsAtOpenGateAndDropGatedRunsNothing) {
+  // Two slots: the dropped and the opened graph reuse them.
+  RuntimeConfig config;
+  config.submission_capacity = 2;
+  OPEN_OR_SKIP(runtime, Open(config));
+  auto buffers = MakeBuffers(*runtime);
+  ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
+  ASSERT_OK(Fill(*runtime, buffers->x, 3.0f));
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph
+                  .Add("add", DType::kF32, {buffers->x.desc, buffers->ones.desc, buffers->out.desc},
+                       {{"alpha", "2"}})
+                  .ok());
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_OK(Fill(*runtime, buffers->out, NAN));
+    auto dropped = runtime->Submit(graph, SubmitOptions{.open_later = true});
+    ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(dropped->Ready()) << "started before its gate opened";
+    ASSERT_OK(runtime->DropGated(*dropped));
+    ASSERT_OK(dropped->Wait(std::chrono::seconds(10)));
+    auto untouched = Download(*runtime, buffers->out);
+    ASSERT_TRUE(untouched.ok());
+    EXPECT_TRUE(std::isnan((*untouched)[0])) << "a dropped graph ran";
+
+    auto opened = runtime->Submit(graph, SubmitOptions{.open_later = true});
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_FALSE(opened->Ready()) << "started before its gate opened";
+    ASSERT_OK(runtime->OpenGate(*opened));
+    ASSERT_OK(runtime->OpenGate(*opened));   // twice: nothing more
+    ASSERT_OK(runtime->DropGated(*opened));  // after opening: nothing
+    ASSERT_OK(opened->Wait(std::chrono::seconds(10)));
+    auto out = Download(*runtime, buffers->out);
+    ASSERT_TRUE(out.ok());
+    ExpectAll(*out, 5.0f);
+    // A plain submission in the slots the gated ones used runs as before.
+    ASSERT_OK(Fill(*runtime, buffers->out, NAN));
+    auto plain = runtime->Submit(graph);
+    ASSERT_TRUE(plain.ok());
+    ASSERT_OK(plain->Wait(std::chrono::seconds(10)));
+    auto again = Download(*runtime, buffers->out);
+    ASSERT_TRUE(again.ok());
+    ExpectAll(*again, 5.0f);
+  }
+  // An open gate costs nothing once it is open before the worker reads it.
+  auto early = runtime->Submit(graph, SubmitOptions{.open_later = true});
+  ASSERT_TRUE(early.ok());
+  ASSERT_OK(runtime->OpenGate(*early));
+  ASSERT_OK(early->Wait(std::chrono::seconds(10)));
+  ASSERT_OK(runtime->WaitUntilParked());
+}
+
+TEST_F(RuntimeStreamsGpuTest, OpenLaterRefusesWaitForAndAcceptsEmptyFutures) {
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
+  auto buffers = MakeBuffers(*runtime);
+  ASSERT_TRUE(buffers.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(
+      graph.Add("add", DType::kF32, {buffers->ones.desc, buffers->ones.desc, buffers->out.desc})
+          .ok());
+  auto stream = UserStream::Create();
+  ASSERT_TRUE(stream.ok());
+  auto both =
+      runtime->Submit(graph, SubmitOptions{.wait_for = (*stream)->get(), .open_later = true});
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(both.status().message().find("one gate"), std::string::npos) << both.status().message();
+
+  EXPECT_TRUE(runtime->OpenGate(Future{}).ok());
+  EXPECT_TRUE(runtime->DropGated(Future{}).ok());
+  // The refused submission left the queue as it was.
+  auto gated = runtime->Submit(graph, SubmitOptions{.open_later = true});
+  ASSERT_TRUE(gated.ok());
+  ASSERT_OK(runtime->OpenGate(*gated));
+  ASSERT_OK(gated->Wait(std::chrono::seconds(10)));
+  auto out = Download(*runtime, buffers->out);
+  ASSERT_TRUE(out.ok());
+  ExpectAll(*out, 2.0f);
 }
 
 }  // namespace

@@ -91,14 +91,17 @@ class RuntimeImpl final : public EpochDevice {
     std::uint64_t address = 0;  // device address of the gate word; 0 = none
     std::uint64_t value = 0;
   };
-  // REQUIRES mutex_. Checks options.wait_for (support, legacy stream) and
-  // allocates the gate words on first use.
+  // REQUIRES mutex_. Checks options.wait_for (support, legacy stream; not
+  // with open_later) and allocates the gate words on first use.
   Status CheckWaitFor(const SubmitOptions& options);
   // REQUIRES mutex_, and ring slot `slot` free. Enqueues the write that
-  // opens submission `sequence`'s gate on options.wait_for.
+  // opens submission `sequence`'s gate on options.wait_for; with open_later,
+  // the slot's own gate (closed: it holds an earlier sequence of the slot).
   Expected<Gate> EnqueueGate(const SubmitOptions& options, std::uint64_t sequence,
                              std::uint32_t slot);
   Status StreamWaitFor(CUstream stream, const Future& future);
+  // OpenGate, or DropGated when `drop`.
+  Status OpenGate(const Future& future, bool drop);
 
   // runtime_tensors.cpp: tensors from the runtime (a DeviceArena).
   Expected<std::shared_ptr<DeviceArena>> TensorArena();

@@ -189,7 +189,8 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   const std::uint32_t root_count = static_cast<std::uint32_t>(roots_.size());
   const std::uint32_t edge_count = static_cast<std::uint32_t>(edges.size());
   const std::uint32_t entry_count = edge_count + root_count;
-  if (options.wait_for != nullptr) ++ready_need;  // the gate's retry entry (runtime_streams.cpp)
+  // The gate's retry entry (runtime_streams.cpp).
+  if (options.wait_for != nullptr || options.open_later) ++ready_need;
   if (task_count > task_arena_.capacity() || tensor_count > tensor_arena_.capacity() ||
       entry_count > successor_arena_.capacity() || ready_need > params_.ready_capacity) {
     return InvalidArgument(
@@ -343,6 +344,36 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   future.first_task_id_ = first_id;
   future.task_count_ = task_count;
   return future;
+}
+
+Status RuntimeImpl::OpenGate(const Future& future, bool drop) {
+  if (future.sequence_ == 0) return Status::Ok();
+  if (future.runtime_ != this) {
+    return InvalidArgument(std::string(drop ? "DropGated" : "OpenGate") +
+                           ": the future of submission " + std::to_string(future.sequence_) +
+                           " belongs to another runtime; pass it to the runtime that made it");
+  }
+  if (shut_down_) {
+    return Unavailable(std::string(drop ? "DropGated" : "OpenGate") +
+                       ": the runtime was shut down");
+  }
+  // No lock (a Submit waiting for room in the queue holds it, maybe for
+  // this very submission) and no look at the record: the word's sequence
+  // only grows. The slot is this submission's until it finished; once it
+  // has, a later submission of the slot may own the word, for which this
+  // smaller sequence is closed, so the store never opens or closes another
+  // submission's gate. For a submission without a slot gate the word is not
+  // read.
+  const std::uint32_t slot =
+      static_cast<std::uint32_t>((future.sequence_ - 1) % params_.submission_capacity);
+  std::atomic_ref<unsigned long long> word(submission_slots_[slot].gate_word);
+  const unsigned long long value = future.sequence_ | (drop ? device::kGateDropped : 0ull);
+  unsigned long long seen = word.load(std::memory_order_relaxed);
+  while (static_cast<long long>((seen & ~device::kGateDropped) - future.sequence_) < 0 &&
+         !word.compare_exchange_weak(seen, value, std::memory_order_release,
+                                     std::memory_order_relaxed)) {
+  }
+  return Status::Ok();
 }
 
 Status RuntimeImpl::WaitFinished(std::uint64_t sequence, std::uint32_t task_count,

@@ -4,7 +4,10 @@
 // - a submission waits for a stream: the stream writes the submission's
 //   sequence into the gate word of its ring slot (cuStreamWriteValue64) and
 //   the worker admits the submission once it reads the word open
-//   (queue_worker.cu, Admit);
+//   (queue_worker.cu, Admit); or the caller opens it (SubmitOptions::
+//   open_later, OpenGate: a word of the ring slot itself, which the worker
+//   reads with the record, so the caller's own ordering, e.g. a stream query,
+//   overlaps the worker's pick-up);
 // - a stream waits for a submission: cuStreamWaitValue64 on the slot's
 //   completion word, which only grows (slot s holds s + 1, s + 1 + capacity,
 //   ...), so waiting for ">= sequence" is right even after the slot is reused.
@@ -44,6 +47,11 @@ Status RequireStreamMemoryOperations(const CudaDriverApi& driver, CUdevice devic
 }  // namespace
 
 Status RuntimeImpl::CheckWaitFor(const SubmitOptions& options) {
+  if (options.wait_for != nullptr && options.open_later) {
+    return InvalidArgument(
+        "SubmitOptions: wait_for and open_later both set; a submission has one gate: either "
+        "the stream opens it (wait_for) or Runtime::OpenGate does (open_later)");
+  }
   if (options.wait_for == nullptr) return Status::Ok();
   if (options.wait_for == CU_STREAM_LEGACY) {
     return InvalidArgument(
@@ -72,6 +80,14 @@ Status RuntimeImpl::CheckWaitFor(const SubmitOptions& options) {
 
 Expected<RuntimeImpl::Gate> RuntimeImpl::EnqueueGate(const SubmitOptions& options,
                                                      std::uint64_t sequence, std::uint32_t slot) {
+  if (options.open_later) {
+    // The slot's gate word holds an earlier submission's sequence (or 0):
+    // closed until OpenGate stores this one.
+    Gate gate;
+    gate.address = device::kSlotGate;
+    gate.value = sequence;
+    return gate;
+  }
   if (options.wait_for == nullptr) return Gate{};
   // The slot's previous submission has finished (the caller holds the slot),
   // so its gate was opened with a smaller sequence: the word is closed for
@@ -119,5 +135,9 @@ Expected<Future> Runtime::Submit(const TaskGraph& graph, const SubmitOptions& op
 Status Runtime::StreamWaitFor(CUstream_st* stream, const Future& future) {
   return impl_->StreamWaitFor(stream, future);
 }
+
+Status Runtime::OpenGate(const Future& future) { return impl_->OpenGate(future, false); }
+
+Status Runtime::DropGated(const Future& future) { return impl_->OpenGate(future, true); }
 
 }  // namespace gpuos::runtime

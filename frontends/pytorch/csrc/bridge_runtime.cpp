@@ -74,6 +74,24 @@ Expected<std::chrono::microseconds> HostWaitBudget() {
   return std::chrono::microseconds(value.value_or(kDefaultHostWaitUs));
 }
 
+// Returns once `stream` has no unfinished work: one query when it is idle,
+// else a synchronize.
+Status AwaitStream(const CudaDriverApi& driver, CUstream stream) {
+  const CUresult idle = driver.cuStreamQuery(stream);
+  if (idle != CUDA_ERROR_NOT_READY) {
+    return CudaStatus(driver, idle, "cuStreamQuery (PyTorch's current stream)");
+  }
+  return CudaStatus(driver, driver.cuStreamSynchronize(stream),
+                    "cuStreamSynchronize (PyTorch's current stream)");
+}
+
+// GPUOS_TORCH_OPEN_LATER=0: query PyTorch's stream before submitting, as
+// before open_later (for A/B runs); 1 or unset: publish first.
+Expected<bool> OpenLater() {
+  GPUOS_ASSIGN_OR_RETURN(const auto value, GetEnvInteger("GPUOS_TORCH_OPEN_LATER", 0, 1, "0 or 1"));
+  return value.value_or(1) != 0;
+}
+
 Expected<std::unique_ptr<Program>> Program::CreateStitched(
     runtime::Runtime& runtime, ProgramSpec spec, const registry::StitchedProgram& stitched) {
   std::unique_ptr<Program> program(new Program(runtime, spec.num_buffers));
@@ -171,6 +189,41 @@ Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buff
   return Status::Ok();
 }
 
+Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUstream stream) {
+  // Published first and started once the stream is found idle (open_later):
+  // the query overlaps the worker's pick-up of the run instead of preceding
+  // it. A busy stream is waited for on the host with the run dropped, not
+  // held at its gate: the worker would not park, and the stream's kernels
+  // may need the SMs it holds (docs/pytorch.md, "Ordering").
+  static const Expected<bool> open_later = OpenLater();
+  GPUOS_RETURN_IF_ERROR(open_later.status());
+  if (*open_later) {
+    StepTimer submit(LaunchStep::kSubmit);
+    runtime::SubmitOptions gated;
+    gated.open_later = true;
+    GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_, gated));
+    submit.Stop();
+    pending_.push_back(launched);
+    StepTimer query(LaunchStep::kStreamQuery);
+    if (driver.cuStreamQuery(stream) == CUDA_SUCCESS) {
+      GPUOS_RETURN_IF_ERROR(runtime_->OpenGate(launched));
+      return launched;
+    }
+    // Dropped (it completes at once and runs nothing; a later launch
+    // reclaims it), then as below.
+    GPUOS_RETURN_IF_ERROR(runtime_->DropGated(launched));
+  }
+  // The stream's unfinished work waited for on the host, then the run
+  // submitted without a gate.
+  StepTimer query(LaunchStep::kStreamQuery);
+  GPUOS_RETURN_IF_ERROR(AwaitStream(driver, stream));
+  query.Stop();
+  StepTimer submit(LaunchStep::kSubmit);
+  GPUOS_ASSIGN_OR_RETURN(const runtime::Future plain, runtime_->Submit(graph_));
+  pending_.push_back(plain);
+  return plain;
+}
+
 Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
                        CUstream stream) {
   static const Expected<std::chrono::microseconds> host_wait = HostWaitBudget();
@@ -195,21 +248,9 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   StepTimer bind(LaunchStep::kBind);
   GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
   bind.Stop();
-  StepTimer query(LaunchStep::kStreamQuery);
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   if (stream == nullptr) stream = CU_STREAM_LEGACY;
-  const CUresult idle = driver->cuStreamQuery(stream);
-  if (idle == CUDA_ERROR_NOT_READY) {
-    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuStreamSynchronize(stream),
-                                     "cuStreamSynchronize (PyTorch's current stream)"));
-  } else {
-    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, idle, "cuStreamQuery (PyTorch's current stream)"));
-  }
-  query.Stop();
-  StepTimer submit(LaunchStep::kSubmit);
-  GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_));
-  submit.Stop();
-  pending_.push_back(launched);
+  GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, SubmitAfter(*driver, stream));
   // The results are usually there within microseconds: waiting for them
   // here costs less than the stream's own wait for the completion word, and
   // the stream then has nothing to wait for.

@@ -100,6 +100,10 @@ class Program {
   // (Finished); one that is still running after the wait's limit stays
   // pending and its error is returned.
   Status AwaitPreviousStitchedRun();
+  // Submits the bound graph ordered after `stream`'s work so far and adds it
+  // to pending_ (last): started at once when the stream is idle, else after
+  // a host synchronize of the stream.
+  Expected<runtime::Future> SubmitAfter(const CudaDriverApi& driver, CUstream stream);
   // The error of finished run `run`; for a stitched program that failed,
   // the counters are zeroed first.
   Status Finished(const runtime::Future& run);

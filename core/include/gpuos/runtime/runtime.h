@@ -204,6 +204,17 @@ struct SubmitOptions {
   // refused (it would wait for the worker, which waits for it). Note that a
   // null stream (0) here means "no ordering", not "the default stream".
   CUstream_st* wait_for = nullptr;
+  // When true (and wait_for is null): the graph is published at once but
+  // its tasks start only after Runtime::OpenGate(future). The caller orders
+  // the graph after other work between the two calls, while the worker
+  // picks it up: e.g. cuStreamQuery, or cuStreamSynchronize, on the stream
+  // whose results it reads (docs/runtime.md, "Streams"). The gate is a word
+  // of the submission's ring slot that the worker reads with the slot, so
+  // an already open gate costs the worker nothing. A graph that is never
+  // opened never runs (and keeps the worker from parking): open or drop it
+  // (Runtime::DropGated) on every path, errors included. Sequences stay below
+  // device::kGateDropped (2^62).
+  bool open_later = false;
 };
 
 class RuntimeImpl;
@@ -295,6 +306,21 @@ class Runtime {
   // Errors: InvalidArgument for a future of another runtime; FailedPrecondition
   // without 64-bit stream memory operations; the driver's error.
   Status StreamWaitFor(CUstream_st* stream, const Future& future);
+
+  // Opens the gate of a submission made with SubmitOptions::open_later: its
+  // tasks may start now (one store to pinned memory; the host does not
+  // wait). OK and nothing to do for an empty future or one without such a
+  // gate, and for one opened already. Thread-safe, lock-free. Errors:
+  // InvalidArgument for a future of another runtime; Unavailable after
+  // Shutdown.
+  Status OpenGate(const Future& future);
+  // Instead of OpenGate: the submission completes without running any of
+  // its tasks (Future::Wait returns OK; its outputs are not written), so the
+  // worker is free again at once, e.g. when the caller found the stream it
+  // orders after busy and must wait for it on the host: a worker holding a
+  // closed gate does not park, and that stream's kernels may need the SMs
+  // it holds. Same errors as OpenGate; nothing to do once the gate is open.
+  Status DropGated(const Future& future);
 
   // ---- Tensors (docs/runtime.md, "Tensors") ----
   // Tensor memory comes from the runtime's DeviceArena (cuMemAlloc'ed

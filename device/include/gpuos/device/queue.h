@@ -48,7 +48,10 @@ struct alignas(16) Submission {
   unsigned int successor_count;  // edges; the roots follow them
   // Ordering after another CUDA stream (SubmitOptions::wait_for): the device
   // address of a 64-bit word that stream writes (cuStreamWriteValue64), or 0
-  // for none. The submission's tasks start only once the word is "open":
+  // for none; or kSlotGate: the word is the ring slot's own
+  // SubmissionSlot::gate_word, which the host opens (SubmitOptions::
+  // open_later, Runtime::OpenGate) and the worker reads with the slot. The
+  // submission's tasks start only once the word is "open":
   // (long long)(*gate - gate_value) >= 0, the cyclic >= of cuStreamWaitValue64.
   unsigned long long gate;
   unsigned long long gate_value;
@@ -61,16 +64,29 @@ struct alignas(16) Submission {
   unsigned int first_root_tiles;
 };
 
-// A ring slot in mapped host memory: the record, then room for a small
-// graph (SubmissionPayloadWords), 8 KiB in all: the worker reads a whole slot
-// at once, two 16-byte words per thread.
+// Submission::gate of a submission whose gate is its ring slot's gate_word.
+constexpr unsigned long long kSlotGate = 1;
+
+// A ring slot in mapped host memory: the record, room for a small graph
+// (SubmissionPayloadWords), then the slot's gate word, 8 KiB in all: the
+// worker reads a whole slot at once, two 16-byte words per thread, so a
+// kSlotGate submission's gate costs no round trip of its own.
 constexpr unsigned int kSubmissionSlotWords = 512;
 constexpr unsigned int kSubmissionRecordWords = sizeof(Submission) / 16;
-constexpr unsigned int kInlinePayloadWords = kSubmissionSlotWords - kSubmissionRecordWords;
+constexpr unsigned int kInlinePayloadWords = kSubmissionSlotWords - kSubmissionRecordWords - 1;
 struct alignas(16) SubmissionSlot {
   Submission record;
   unsigned int payload[kInlinePayloadWords * 4];
+  // The gate of a kSlotGate submission: open once it holds the submission's
+  // sequence, ignoring kGateDropped (it only grows: an earlier submission of
+  // the slot left a smaller one). Open with kGateDropped set: the host
+  // dropped the submission (Runtime::DropGated), which completes without
+  // running its tasks. In the slot's last 16-byte word.
+  unsigned long long gate_word;
+  unsigned long long reserved;
 };
+// SubmissionSlot::gate_word's flag "dropped" (sequences stay below it).
+constexpr unsigned long long kGateDropped = 1ull << 62;
 
 // 16-byte words of a graph's inline payload (Submission::inline_words).
 GPUOS_HOST_DEVICE inline unsigned int SubmissionPayloadWords(unsigned int tasks,
