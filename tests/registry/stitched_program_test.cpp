@@ -290,16 +290,21 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   EXPECT_EQ(stages(matmul), 1u) << "unscaled scores (bmm)";
 }
 
-// The shared-scratch hint is on by default (op_context.cuh, AssumeShared);
-// GPUOS_NO_SHARED_SCRATCH_HINT leaves it out: the stage code and the
-// standard operators that read the scratch compile without it too.
-TEST_F(StitchedProgramTest, ScratchReadersCompileWithoutTheSharedMemoryHint) {
-  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_NO_SHARED_SCRATCH_HINT");
-  for (const StitchDesc& desc : {Mlp(1), Attention(128), DecoderAttention()}) {
-    auto program = StitchProgram(desc);
-    ASSERT_TRUE(program.ok()) << program.status().ToString();
-    ExpectCompiles(*program);
+// The shared-scratch hint is on by default in the stitched stages
+// (op_context.cuh, AssumeShared) and opt-in in OpContext::scratch(): the
+// stage code compiles without it (GPUOS_NO_SHARED_SCRATCH_HINT), and the
+// standard operators that read the scratch with it
+// (GPUOS_OPERATOR_SCRATCH_HINT).
+TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
+  {
+    ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_NO_SHARED_SCRATCH_HINT");
+    for (const StitchDesc& desc : {Mlp(1), Attention(128), DecoderAttention()}) {
+      auto program = StitchProgram(desc);
+      ASSERT_TRUE(program.ok()) << program.status().ToString();
+      ExpectCompiles(*program);
+    }
   }
+  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_OPERATOR_SCRATCH_HINT");
   std::vector<OperatorSpec> readers;
   for (const char* name : {"matmul", "fused_addmm", "softmax", "layer_norm"}) {
     readers.push_back(*Op(name));
