@@ -182,6 +182,23 @@ int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long l
   });
 }
 
+int gpuos_torch_program_start(GpuosTorchProgram* program, const unsigned long long* addresses,
+                              unsigned int num_buffers, void* stream) {
+  return Guarded("gpuos_torch_program_start", [&]() -> gpuos::Status {
+    if (program == nullptr || (addresses == nullptr && num_buffers > 0)) {
+      return gpuos::InvalidArgument("gpuos_torch_program_start: NULL argument");
+    }
+    return program->program->Start(addresses, num_buffers, static_cast<CUstream>(stream));
+  });
+}
+
+int gpuos_torch_program_finish(GpuosTorchProgram* program) {
+  return Guarded("gpuos_torch_program_finish", [&]() -> gpuos::Status {
+    if (program == nullptr) return gpuos::InvalidArgument("gpuos_torch_program_finish: NULL");
+    return program->program->Finish();
+  });
+}
+
 int gpuos_torch_program_keep_warm(GpuosTorchProgram* program) {
   return Guarded("gpuos_torch_program_keep_warm", [&]() -> gpuos::Status {
     if (program == nullptr) return gpuos::InvalidArgument("gpuos_torch_program_keep_warm: NULL");

@@ -74,6 +74,12 @@ Expected<std::chrono::microseconds> HostWaitBudget() {
   return std::chrono::microseconds(value.value_or(kDefaultHostWaitUs));
 }
 
+// HostWaitBudget(), read once.
+const Expected<std::chrono::microseconds>& HostWait() {
+  static const Expected<std::chrono::microseconds> budget = HostWaitBudget();
+  return budget;
+}
+
 // Returns once `stream` has no unfinished work: one query when it is idle,
 // else a synchronize.
 Status AwaitStream(const CudaDriverApi& driver, CUstream stream) {
@@ -226,15 +232,23 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
 
 Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_buffers,
                        CUstream stream) {
-  static const Expected<std::chrono::microseconds> host_wait = HostWaitBudget();
-  GPUOS_RETURN_IF_ERROR(host_wait.status());
+  GPUOS_RETURN_IF_ERROR(Start(addresses, num_buffers, stream));
+  return Finish();
+}
+
+Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buffers,
+                      CUstream stream) {
+  started_ = nullptr;
+  GPUOS_RETURN_IF_ERROR(HostWait().status());
   StepTimer reclaim(LaunchStep::kReclaim);
   if (stitched_) {
     for (std::uint32_t b = 0; b < num_buffers && b < num_buffers_; ++b) {
       if (addresses[b] % 16 != 0) {
         // The stitched code assumes 16-byte aligned buffers (vector loads).
         GPUOS_ASSIGN_OR_RETURN(Program * fallback, Fallback());
-        return fallback->Launch(addresses, num_buffers, stream);
+        GPUOS_RETURN_IF_ERROR(fallback->Start(addresses, num_buffers, stream));
+        started_ = fallback;
+        return Status::Ok();
       }
     }
     GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
@@ -250,7 +264,21 @@ Status Program::Launch(const unsigned long long* addresses, std::uint32_t num_bu
   bind.Stop();
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   if (stream == nullptr) stream = CU_STREAM_LEGACY;
-  GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, SubmitAfter(*driver, stream));
+  GPUOS_RETURN_IF_ERROR(SubmitAfter(*driver, stream).status());
+  started_ = this;
+  started_stream_ = stream;
+  return Status::Ok();
+}
+
+Status Program::Finish() {
+  static const Expected<std::chrono::microseconds> host_wait = HostWaitBudget();
+  GPUOS_RETURN_IF_ERROR(host_wait.status());
+  Program* const started = started_;
+  started_ = nullptr;
+  if (started == nullptr) return FailedPrecondition("Program::Finish without a Start before it");
+  if (started != this) return started->Finish();
+  const CUstream stream = started_stream_;
+  const runtime::Future launched = pending_.back();  // SubmitAfter's
   // The results are usually there within microseconds: waiting for them
   // here costs less than the stream's own wait for the completion word, and
   // the stream then has nothing to wait for.

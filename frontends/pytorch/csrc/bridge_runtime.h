@@ -60,20 +60,32 @@ class Program {
 
   // Binds the addresses and submits the graph ordered on `stream` (nullptr:
   // the legacy default stream): it starts after the work enqueued there so
-  // far, and work enqueued there later starts after it. The first half is a
-  // host synchronize of `stream`, and only when it has unfinished work: a
-  // gate (SubmitOptions::wait_for) can deadlock, because the worker does
-  // not park while a graph waits at its gate and the stream's kernels may
-  // need the SMs the worker holds (a cuBLAS matmul on PyTorch's default
-  // stream did, on the H100 at b0e5d84). The second half: the host waits
-  // for the submission up to HostWaitBudget() (a compiled call is short, and
-  // the stream's own wait for it costs several microseconds more); if it
-  // has not finished by then, the stream waits for its completion word
-  // (no host wait). A stitched program first waits for its previous run
-  // (runs must not overlap). Errors: the driver's, the runtime's Submit and
-  // StreamWaitFor errors, and the error of an earlier launch that finished
-  // with one (task errors surface at the next Launch, as CUDA's do).
+  // far, and work enqueued there later starts after it. The first half
+  // (Start): the submission is published with a closed gate, opened once a
+  // query finds `stream` idle; when it has unfinished work, the gated
+  // submission is dropped, `stream` synchronized on the host and the graph
+  // submitted again. A device-side wait (SubmitOptions::wait_for) can
+  // deadlock, because the worker does not park while a graph waits at its
+  // gate and the stream's kernels may need the SMs the worker holds (a
+  // cuBLAS matmul on PyTorch's default stream did, on the H100 at b0e5d84).
+  // The second half (Finish): the host waits for the submission up to
+  // HostWaitBudget() (a compiled call is short, and the stream's own wait
+  // for it costs several microseconds more); if it has not finished by
+  // then, the stream waits for its completion word (no host wait). A
+  // stitched program first waits for its previous run (runs must not
+  // overlap). Errors: the driver's, the runtime's Submit and StreamWaitFor
+  // errors, and the error of an earlier launch that finished with one (task
+  // errors surface at the next Launch, as CUDA's do).
   Status Launch(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
+  // Launch in two calls, so that the caller's own work between them (its
+  // results' Python objects) overlaps the run: Start returns once the run
+  // may start; Finish does the rest. Every Start is followed by one Finish
+  // (a Start without its Finish leaves that run to be reclaimed like any
+  // unseen one, its ordering with `stream` not established).
+  // Errors: Start's, the first half's; Finish's, the second half's, and
+  // FailedPrecondition without a Start before it.
+  Status Start(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
+  Status Finish();
 
   // Runtime::KeepWarm of the program's runtime.
   Status KeepWarm() { return runtime_->KeepWarm(); }
@@ -114,6 +126,10 @@ class Program {
   runtime::Runtime* runtime_;
   runtime::TaskGraph graph_;
   std::deque<runtime::Future> pending_;  // launched, not yet seen finished; oldest first
+  // Between Start and Finish: the program that started the run (this, or
+  // the fallback for unaligned buffers), and the stream it is ordered on.
+  Program* started_ = nullptr;
+  CUstream started_stream_ = nullptr;
   std::vector<Binding> bindings_;
   std::uint32_t num_buffers_;
   bool stitched_ = false;

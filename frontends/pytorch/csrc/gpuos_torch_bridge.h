@@ -83,6 +83,15 @@ int gpuos_torch_program_check(const char* program_json);
 // program makes of it.
 int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long long* addresses,
                                unsigned int num_buffers, void* stream);
+// gpuos_torch_program_launch in two calls: start returns once the run may
+// start (ordered after `stream`'s work so far), finish does the rest (the
+// wait for it, and ordering `stream`'s later work after it), so that what
+// the caller does in between overlaps the run. Each start is followed by
+// one finish before the program's next start. Errors: launch's, split
+// between the two; finish without a start: FailedPrecondition.
+int gpuos_torch_program_start(GpuosTorchProgram* program, const unsigned long long* addresses,
+                              unsigned int num_buffers, void* stream);
+int gpuos_torch_program_finish(GpuosTorchProgram* program);
 // Runtime::KeepWarm for the program's runtime: a parked worker is launched
 // now, a running one stays up for another idle period (a launch expected
 // soon, e.g. at the end of a batching replay).
