@@ -8,6 +8,7 @@
 #include <torch/extension.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -199,19 +200,28 @@ class Program {
       addresses_[b++] = reinterpret_cast<unsigned long long>(output.data_ptr());
     }
     if (timed) Record(GPUOS_TORCH_STEP_ALLOCATE, allocate_start);
-    {
-      py::gil_scoped_release release;
-      Check(gpuos_torch_program_start(handle_, addresses_.data(),
-                                      static_cast<unsigned int>(addresses_.size()), stream),
-            "running the program");
-    }
-    // While the run goes on: the results' Python objects, and the outputs
-    // of the next run.
-    py::list list = ResultList(args, outputs);
-    PrepareSpareOutputs(device, stream);
-    {
-      py::gil_scoped_release release;
-      Check(gpuos_torch_program_finish(handle_), "running the program");
+    py::list list;
+    if (overlap_) {
+      {
+        py::gil_scoped_release release;
+        Check(gpuos_torch_program_start(handle_, addresses_.data(),
+                                        static_cast<unsigned int>(addresses_.size()), stream),
+              "running the program");
+      }
+      // While the run goes on: the results' Python objects, and the outputs
+      // of the next run.
+      list = ResultList(args, outputs);
+      PrepareSpareOutputs(device, stream);
+      {
+        py::gil_scoped_release release;
+        Check(gpuos_torch_program_finish(handle_), "running the program");
+      }
+    } else {
+      {
+        py::gil_scoped_release release;
+        LaunchOnCurrentStream(device);
+      }
+      list = ResultList(args, outputs);
     }
     KeepSpareWorkspace(std::move(workspace));
     if (timed) Record(GPUOS_TORCH_STEP_RUN, run_start);
@@ -359,6 +369,12 @@ class Program {
   }
 
   const bool timing_on_ = gpuos_torch_host_timing_on() != 0;
+  // GPUOS_TORCH_OVERLAP=0: no work between a run's start and its finish
+  // (for A/B runs; docs/pytorch.md).
+  const bool overlap_ = [] {
+    const char* value = std::getenv("GPUOS_TORCH_OVERLAP");
+    return value == nullptr || std::string(value) != "0";
+  }();
   std::shared_ptr<Runtime> runtime_;
   std::vector<Layout> inputs_;
   std::vector<at::Tensor> constants_;
