@@ -59,12 +59,6 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 #define GPUOS_IDLE_MAX_SLEEP_NS 2048
 #endif
 constexpr unsigned int kIdleMaxSleepNs = GPUOS_IDLE_MAX_SLEEP_NS;
-// Admit fills the block's window from an inline graph (0: RunChain loads it,
-// as before; an experiment: GPUOS_JIT_DEFINES=GPUOS_ADMIT_FILLS_WINDOW=0).
-#ifndef GPUOS_ADMIT_FILLS_WINDOW
-#define GPUOS_ADMIT_FILLS_WINDOW 1
-#endif
-constexpr bool kAdmitFillsWindow = GPUOS_ADMIT_FILLS_WINDOW != 0;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 
@@ -87,11 +81,10 @@ struct BlockCache {
   unsigned int current;                  // which of descs[] the running task uses
 };
 
-// All threads: forgets the cached tensor descriptors and, unless
-// `keep_window` (Admit has just filled it), the window.
-__device__ void Invalidate(BlockCache& cache, bool keep_window = false) {
+// All threads.
+__device__ void Invalidate(BlockCache& cache) {
   if (threadIdx.x < 2 * kMaxTaskTensors) (&cache.desc_index[0][0])[threadIdx.x] = -1;
-  if (threadIdx.x == 0 && !keep_window) cache.window_count = 0;
+  if (threadIdx.x == 0) cache.window_count = 0;
   __syncthreads();
 }
 
@@ -255,13 +248,8 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // its helpers are announced here, before the caller loads it. Only index %
 // submission_capacity (the ring slot) is used, so a gate retry passes the
 // slot. A submission whose gate is closed is not admitted: a retry entry is
-// pushed and kNone returned. A graph copied from the slot also fills the
-// block's window (its first kWindow tasks: no round trip for the first
-// root's descriptor); the caller then invalidates the rest of the cache
-// (Invalidate with keep_window), which also orders the window's first
-// successors before RunChain reads them.
-__device__ unsigned long long Admit(const Queue& q, unsigned long long index, bool* first_claimed,
-                                    BlockCache& cache) {
+// pushed and kNone returned.
+__device__ unsigned long long Admit(const Queue& q, unsigned long long index, bool* first_claimed) {
   __shared__ Submission sub;
   __shared__ unsigned long long slot_gate_word;
   __shared__ unsigned long long push_base;
@@ -276,7 +264,6 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
   if (threadIdx.x < gpuos::device::kSubmissionRecordWords) {
     reinterpret_cast<int4*>(&sub)[threadIdx.x] = words[0];
   }
-  if (threadIdx.x == 0) cache.window_count = 0;  // refilled below when the graph is inline
   if (threadIdx.x + (kSlotWordsPerThread - 1) * blockDim.x ==
       gpuos::device::kSubmissionSlotWords - 1) {
     const int4 last = words[kSlotWordsPerThread - 1];  // gate_word, then reserved
@@ -310,17 +297,13 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
   if (threadIdx.x == 0 && sub.root_count > 1) {
     push_base = atomicAdd(&q.state->ready_tail, sub.root_count - 1ull);
   }
-  const unsigned int window_count =
-      !kAdmitFillsWindow ? 0u : (sub.task_count < kWindow ? sub.task_count : kWindow);
   if (sub.inline_words != 0) {
 #pragma unroll
     for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
       const unsigned int w = threadIdx.x + j * blockDim.x;
       if (w >= gpuos::device::kSubmissionRecordWords &&
           w - gpuos::device::kSubmissionRecordWords < sub.inline_words) {
-        const unsigned int i = w - gpuos::device::kSubmissionRecordWords;
-        StoreGraphWord(q, sub, slot, i, words[j]);
-        if (i < window_count * kTaskWords) reinterpret_cast<int4*>(cache.window)[i] = words[j];
+        StoreGraphWord(q, sub, slot, w - gpuos::device::kSubmissionRecordWords, words[j]);
       }
     }
   } else {
@@ -335,23 +318,6 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
   // block (a ready-ring entry, the help board) fences first, after this
   // barrier, so the copies and counters reach those blocks before the task.
   __syncthreads();
-  if (sub.inline_words != 0 && kAdmitFillsWindow) {
-    // The window's first successors, as LoadWindow reads them (the
-    // successor mirror this block has just written; none for a graph
-    // without edges, such as a stitched program's one task). Ordered before
-    // RunChain by the caller's Invalidate.
-    if (threadIdx.x < window_count) {
-      const TaskDesc& t = cache.window[threadIdx.x];
-      cache.first_successor[threadIdx.x] =
-          t.successor_count == 0 || t.successor_begin >= q.successor_capacity
-              ? kNoTask
-              : __ldcg(q.successors + t.successor_begin);
-    }
-    if (threadIdx.x == 0) {
-      cache.window_base = sub.task_begin;
-      cache.window_count = window_count;
-    }
-  }
   if (sub.task_count == 0) {
     if (threadIdx.x == 0) CompleteSubmission(q, slot, sub.sequence);
     return kNone;
@@ -921,11 +887,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (DecodeReady(entry).task == gpuos::device::kGateRetryTask) {
           // A submission waiting for another stream: admit it if its gate opened.
           bool first_claimed = false;
-          entry = Admit(q, DecodeReady(entry).slot, &first_claimed, cache);
+          entry = Admit(q, DecodeReady(entry).slot, &first_claimed);
           if (entry == kNone) continue;
-          // Admit copied descriptors the cache may hold stale (the window
-          // is Admit's own).
-          Invalidate(cache, true);
+          Invalidate(cache);  // Admit copied descriptors the window may hold stale
           RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
           continue;
         }
@@ -936,13 +900,13 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
     } else if (current == kAdmit) {
       bool first_claimed = false;
-      const unsigned long long first = Admit(q, value, &first_claimed, cache);
+      const unsigned long long first = Admit(q, value, &first_claimed);
       if (first != kNone) {
         if (threadIdx.x == 0 && q.trace != nullptr) {  // no sequence read when not tracing
           recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,
                               Volatile(q.sequences + DecodeReady(first).slot));
         }
-        Invalidate(cache, true);  // the window is Admit's
+        Invalidate(cache);
         RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);
       }
     }
