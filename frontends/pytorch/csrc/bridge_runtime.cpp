@@ -271,7 +271,7 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
 }
 
 Status Program::Finish() {
-  static const Expected<std::chrono::microseconds> host_wait = HostWaitBudget();
+  const Expected<std::chrono::microseconds>& host_wait = HostWait();
   GPUOS_RETURN_IF_ERROR(host_wait.status());
   Program* const started = started_;
   started_ = nullptr;
