@@ -229,7 +229,6 @@ class Program {
   }
 
   // Runs once with the input buffers bound to `args` and the output buffers
-
   // to `outputs` (caller-given tensors laid out as the program's outputs, by
   // pointer): transparent batching hands its outputs out before the program
   // runs. No guards (the caller matched the layouts) and no Python: callable
