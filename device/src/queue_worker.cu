@@ -59,6 +59,16 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 #define GPUOS_IDLE_MAX_SLEEP_NS 2048
 #endif
 constexpr unsigned int kIdleMaxSleepNs = GPUOS_IDLE_MAX_SLEEP_NS;
+// A helper from the help board reads its submission's slot and claims its
+// first tile while its window loads (0: in TakeHelperTicket and after the
+// window, one round trip each, as before; an experiment:
+// GPUOS_JIT_DEFINES=GPUOS_HELPER_EARLY_CLAIM=0).
+#ifndef GPUOS_HELPER_EARLY_CLAIM
+#define GPUOS_HELPER_EARLY_CLAIM 1
+#endif
+constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
+// ReadyEntry::slot of a help-board helper: "the slot is its task node's".
+constexpr unsigned int kNodeSlot = 0x7fffffffu;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 
@@ -79,6 +89,7 @@ struct BlockCache {
   TensorDesc descs[2][kMaxTaskTensors];  // current task's tensors, previous task's
   int desc_index[2][kMaxTaskTensors];    // their arena indices (-1: none)
   unsigned int current;                  // which of descs[] the running task uses
+  unsigned int helper_slot;              // RunChain's: a kNodeSlot helper's slot, once read
 };
 
 // All threads.
@@ -461,7 +472,11 @@ __device__ unsigned long long TakeHelperTicket(const Queue& q) {
     if (before <= 1) atomicCAS(&q.state->help_board[i], words[i], 0ull);  // none left
     if (before > 0) {
       __threadfence();  // the announcer's results and node before this helper's reads
-      return EncodeReady(task, Volatile(&q.nodes[task].submission), true);
+      // The ticket holds the submission (it counts in `remaining`), so the
+      // node's slot is this task's until the helper is done: RunChain reads
+      // it with the task's window (kNodeSlot).
+      return EncodeReady(task, kHelperEarlyClaim ? kNodeSlot : Volatile(&q.nodes[task].submission),
+                         true);
     }
   }
   return kNone;
@@ -489,18 +504,33 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   __shared__ gpuos::device::OpFunction op_function;
   __shared__ unsigned int op_slot;
   const ReadyEntry start = DecodeReady(entry);
-  const unsigned int slot = start.slot;
+  // Thread 0's: the tile of `task` this block claimed before counting its
+  // previous tile done (kNoTask: none; claim at the top of the step), tile
+  // 0 of the start task when Admit claimed it and announced its helpers
+  // (start_claimed), or a board helper's first claim.
+  unsigned int claimed_ahead = start_claimed ? 0u : kNoTask;
+  unsigned int slot = start.slot;
+  if (slot == kNodeSlot) {
+    // A helper from the help board: its submission's slot, its first
+    // tile's claim and its task's window, in flight together (the claim
+    // before the descriptor says how many tiles there are: one beyond
+    // them claims nothing, as at the top of a step).
+    unsigned int node_slot = 0;
+    if (threadIdx.x == 0) {
+      claimed_ahead = atomicAdd(&q.nodes[start.task].tiles_next, 1u);
+      node_slot = Volatile(&q.nodes[start.task].submission);
+    }
+    LoadWindow(q, cache, start.task);
+    if (threadIdx.x == 0) cache.helper_slot = node_slot;
+    __syncthreads();
+    slot = cache.helper_slot;
+  }
   if (threadIdx.x == 0) {
     if (start.helper) completions->Add(q, slot, 1);
     recorder->StartChain(q, slot);
   }
   unsigned int current = cache.current;  // thread 0 keeps cache.current equal to it
   unsigned int task = start.task;
-  // Thread 0's: the tile of `task` this block claimed before counting its
-  // previous tile done (kNoTask: none; claim at the top of the step), or
-  // tile 0 of the start task when Admit claimed it and announced its
-  // helpers (start_claimed).
-  unsigned int claimed_ahead = start_claimed ? 0u : kNoTask;
   unsigned int tile_index = 0;  // thread 0's: the running tile's index in its task
   bool announced = start_claimed;
   while (task != kNoTask) {
