@@ -188,13 +188,12 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q)
 
 // One thread: whether `sub` may start (or, dropped, complete): it has no
 // gate, or its gate word is open. `slot_gate_word`: SubmissionSlot::gate_word
-// as read with the slot,
-// the word of a kSlotGate submission (the host opens it once the stream it
-// orders after is idle, before or after publishing: a value read with the
-// record is as fresh as the record). Otherwise the word is the one the
-// stream it waits for (SubmitOptions::wait_for) writes; the acquire makes
-// what that stream's work wrote before the write visible to this thread (the
-// stream write fences like __threadfence_system).
+// as read with the slot, the word of a kSlotGate submission (the host opens
+// it once the stream it orders after is idle, before or after publishing: a
+// value read with the record is as fresh as the record). Otherwise the word
+// is the one the stream it waits for (SubmitOptions::wait_for) writes; the
+// acquire makes what that stream's work wrote before the write visible to
+// this thread (the stream write fences like __threadfence_system).
 __device__ __forceinline__ bool GateOpen(const Submission& sub, unsigned long long slot_gate_word) {
   if (sub.gate == 0) return true;
   const unsigned long long value =
