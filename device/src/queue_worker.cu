@@ -53,12 +53,6 @@ using namespace gpuos::device::queue;  // NOLINT: the worker's own helpers
 constexpr unsigned int kWindow = 16;  // task descriptors cached per block
 // An idle block's longest nap while a submission is in flight.
 constexpr unsigned int kBusyIdleSleepNs = 256;
-// An idle block's longest nap otherwise: a submission's helpers join when
-// their naps end (an experiment: GPUOS_JIT_DEFINES=GPUOS_IDLE_MAX_SLEEP_NS=N).
-#ifndef GPUOS_IDLE_MAX_SLEEP_NS
-#define GPUOS_IDLE_MAX_SLEEP_NS 2048
-#endif
-constexpr unsigned int kIdleMaxSleepNs = GPUOS_IDLE_MAX_SLEEP_NS;
 // A helper from the help board reads its submission's slot and claims its
 // first tile while its window loads (0: in TakeHelperTicket and after the
 // window, one round trip each, as before; an experiment:
@@ -956,7 +950,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // tiled task's helper entries in the ring that long).
       if (threadIdx.x == 0) {
         unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);
-        if (sleep > kIdleMaxSleepNs) sleep = kIdleMaxSleepNs;
         if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {
           sleep = kBusyIdleSleepNs;
         }
