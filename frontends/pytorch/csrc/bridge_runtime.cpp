@@ -80,10 +80,10 @@ const Expected<std::chrono::microseconds>& HostWait() {
   return budget;
 }
 
-// Returns once `stream` has no unfinished work: one query when it is idle,
-// else a synchronize.
-Status AwaitStream(const CudaDriverApi& driver, CUstream stream) {
-  const CUresult idle = driver.cuStreamQuery(stream);
+// Returns once `stream` has no unfinished work, given what cuStreamQuery
+// just answered for it (`idle`): at once when it was idle (or failed: its
+// error), else after a synchronize.
+Status AwaitStream(const CudaDriverApi& driver, CUstream stream, CUresult idle) {
   if (idle != CUDA_ERROR_NOT_READY) {
     return CudaStatus(driver, idle, "cuStreamQuery (PyTorch's current stream)");
   }
@@ -203,6 +203,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   // may need the SMs it holds (docs/pytorch.md, "Ordering").
   static const Expected<bool> open_later = OpenLater();
   GPUOS_RETURN_IF_ERROR(open_later.status());
+  CUresult idle = CUDA_ERROR_NOT_READY;  // the stream's query, below
   if (*open_later) {
     StepTimer submit(LaunchStep::kSubmit);
     runtime::SubmitOptions gated;
@@ -211,18 +212,20 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
     submit.Stop();
     pending_.push_back(launched);
     StepTimer query(LaunchStep::kStreamQuery);
-    if (driver.cuStreamQuery(stream) == CUDA_SUCCESS) {
+    idle = driver.cuStreamQuery(stream);
+    if (idle == CUDA_SUCCESS) {
       GPUOS_RETURN_IF_ERROR(runtime_->OpenGate(launched));
       return launched;
     }
     // Dropped (it completes at once and runs nothing; a later launch
-    // reclaims it), then as below.
+    // reclaims it), then as below with this query's answer.
     GPUOS_RETURN_IF_ERROR(runtime_->DropGated(launched));
   }
   // The stream's unfinished work waited for on the host, then the run
   // submitted without a gate.
   StepTimer query(LaunchStep::kStreamQuery);
-  GPUOS_RETURN_IF_ERROR(AwaitStream(driver, stream));
+  if (!*open_later) idle = driver.cuStreamQuery(stream);
+  GPUOS_RETURN_IF_ERROR(AwaitStream(driver, stream, idle));
   query.Stop();
   StepTimer submit(LaunchStep::kSubmit);
   GPUOS_ASSIGN_OR_RETURN(const runtime::Future plain, runtime_->Submit(graph_));
