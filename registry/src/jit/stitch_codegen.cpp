@@ -7,8 +7,9 @@
 //   struct P { using T = float; static constexpr int kBatch = 4, ...; };
 //   __device__ __noinline__ void Run(const OpContext& ctx, int t, unsigned char* smem) {
 //     const Tile tile(ctx, 12, 5, 80u, true);
-//     const auto wait = [&]() { if (threadIdx.x == 0) { tile.Poll(0, 24u); ... }
-//                               __syncthreads(); };
+//     const auto wait = [&]() { if (threadIdx.x == 0) { constexpr int kStages[] = {0, 2};
+//         constexpr unsigned int kTiles[] = {24u, 8u}; tile.Poll(kStages, kTiles); }
+//       __syncthreads(); };  // one wait: tile.Poll(0, 24u)
 //     ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);
 //     tile.Done(3);
 //   }
@@ -77,11 +78,21 @@ void WaitLambda(SourceWriter& w, const std::vector<Stage>& stages, const Stage& 
     w.Line("  const ::gpuos::device::stitch::NoWait wait;");
     return;
   }
-  std::string polls;
-  for (std::uint32_t p : stage.waits) {
-    polls += "tile.Poll(" + I(p) + ", " + I(stages[p].tiles) + "u); ";
+  std::string poll;
+  if (stage.waits.size() == 1) {
+    const std::uint32_t p = stage.waits[0];
+    poll = "tile.Poll(" + I(p) + ", " + I(stages[p].tiles) + "u);";
+  } else {
+    // Every counter read at once (Tile::Poll of arrays).
+    std::string ids, tiles;
+    for (std::uint32_t p : stage.waits) {
+      ids += (ids.empty() ? "" : ", ") + I(p);
+      tiles += (tiles.empty() ? "" : ", ") + I(stages[p].tiles) + "u";
+    }
+    poll = "constexpr int kStages[] = {" + ids + "}; constexpr unsigned int kTiles[] = {" + tiles +
+           "}; tile.Poll(kStages, kTiles);";
   }
-  w.Line("  const auto wait = [&]() { if (threadIdx.x == 0) { " + polls + "} __syncthreads(); };");
+  w.Line("  const auto wait = [&]() { if (threadIdx.x == 0) { " + poll + " } __syncthreads(); };");
 }
 
 // The stage's Run(ctx, t, smem) up to its stage code: the tile (its loads

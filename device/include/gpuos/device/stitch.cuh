@@ -153,6 +153,49 @@ class Tile {
     }
   }
 
+  // Thread 0: waits until every stage `stages[i]` counted its `tiles[i]`
+  // tiles of this run done. The counters are read together (relaxed, in
+  // flight at once), then only those still short again, and one fence
+  // acquires what they count: one round trip when the stages are done
+  // already, where Poll one after another costs a round trip each (an
+  // acquire load holds back every later load until it returns).
+  // GPUOS_STITCH_SERIAL_POLL (a JIT define) polls one stage after another,
+  // as before (an A/B switch).
+  // REQUIRES: constructed with `waits`; N > 1.
+  template <int N>
+  __device__ void Poll(const int (&stages)[N], const unsigned int (&tiles)[N]) const {
+#ifdef GPUOS_STITCH_SERIAL_POLL
+#pragma unroll
+    for (int i = 0; i < N; ++i) Poll(stages[i], tiles[i]);
+#else
+    const unsigned long long run = task_count_ / tiles_ + 1;
+    unsigned long long seen[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) seen[i] = LoadRelaxed(counters_ + stages[i] * kCounterStride);
+    unsigned long long start = 0;
+    for (;;) {
+      bool short_any = false;
+#pragma unroll
+      for (int i = 0; i < N; ++i) short_any |= seen[i] < run * tiles[i];
+      if (!short_any) break;
+      if (start == 0) {
+        start = NowNs();
+      } else if (NowNs() - start > kWaitLimitNs) {
+        ctx_->fail(kWaitTimedOut);
+        return;
+      }
+      __nanosleep(32);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if (seen[i] < run * tiles[i]) {
+          seen[i] = LoadRelaxed(counters_ + stages[i] * kCounterStride);
+        }
+      }
+    }
+    FenceAcqRel();  // with the relaxed loads above: acquires the stages' results
+#endif
+  }
+
   // All threads: counts this tile of `stage` done once every thread's
   // stores are made (a barrier, then a release by thread 0), and counts it
   // in the task's counter, which only the next run reads (after this run's

@@ -108,7 +108,15 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   constexpr int kCols = P::kDv <= 32 ? 32 : P::kDv <= 64 ? 64 : P::kDv <= 128 ? 128 : 256;
   constexpr int kGroups = kThreads / kCols;
   constexpr int kKeysPerGroup = (P::kN + kGroups - 1) / kGroups;
+  // A group of up to 40 keys loads them at once: 32 and then the rest
+  // would cost a second round trip for a few keys (a decode step's 129 keys
+  // are 4 groups of 33). GPUOS_STITCH_VALUE_CHUNK_32 (a JIT define): 32 at
+  // most, as before (an A/B switch).
+#ifdef GPUOS_STITCH_VALUE_CHUNK_32
   constexpr int kChunk = kKeysPerGroup < 32 ? kKeysPerGroup : 32;
+#else
+  constexpr int kChunk = kKeysPerGroup <= 40 ? kKeysPerGroup : 32;
+#endif
   static_assert(P::kDv <= kThreads, "a thread per column of v");
   // 16-byte shared-memory reads where every row and lane part is aligned
   // (the scratch is; rows of q and of the scores start at multiples of 4).
