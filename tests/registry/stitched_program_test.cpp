@@ -343,6 +343,9 @@ TEST_F(StitchedProgramTest, DecoderAttentionWaitsForTheKeysAndValues) {
   EXPECT_EQ(attention.kind, "attention");
   EXPECT_EQ(attention.task, 3u);  // tasks: addmm, cat, cat, scores, softmax, product
   EXPECT_EQ(attention.tiles, 4u) << "one query of each of 4 heads";
+  // The QKV product (1 x 256 x 768): tiles of 32 columns read 32 KB of the
+  // weight each (kMaxProductTileBytes), not 12 tiles of 64 KB.
+  EXPECT_EQ(program->stages[0].tiles, 24u);
   // q (stage 0) is waited for through the new key row's copy.
   EXPECT_EQ(attention.waits, (std::vector<std::uint32_t>{1, 2, 3, 4}));
   ExpectCompiles(*program);

@@ -35,6 +35,12 @@ constexpr int kThreads = static_cast<int>(device::kWorkerThreads);
 constexpr long long kScratchBytes = device::kWorkerScratchBytes;
 constexpr long long kMaxRowLength = 1024;  // 32 values a lane in registers
 constexpr long long kFewRows = 8;          // rows a kKFast tile holds
+// The most bytes of b a few-rows product tile reads: past it, a stage takes
+// more tiles than TargetTiles() (each tile is a block that loads its part
+// of b in about one round trip; 64 KB a tile made a decode step's QKV and
+// feed-forward products take 1-3 us longer than the 16 KB tiles of the
+// same program's 256 x 256 products).
+constexpr long long kMaxProductTileBytes = 32 * 1024;
 constexpr std::uint32_t kMaxTiles = 65535;
 constexpr long long kCounterStrideBytes = 128;
 
@@ -543,8 +549,10 @@ class Planner {
       const bool aligned =
           mm.k % 4 == 0 && mm.b.offset % 4 == 0 && mm.b.s0 % 4 == 0 && mm.b.s2 % 4 == 0;
       mm.vec = aligned ? 4 : 1;
-      // The lane's values of b: (bn / 8) columns x K / 32; at most 64.
-      const long long max_bn = std::max(8ll, 16384 / mm.k / 8 * 8);
+      // The lane's values of b: (bn / 8) columns x K / 32; at most 64. And
+      // at most kMaxProductTileBytes of b a tile.
+      const long long max_bn =
+          std::max(8ll, std::min(16384 / mm.k, kMaxProductTileBytes / (mm.k * 4)) / 8 * 8);
       const long long m_tiles = (mm.m + mm.bm - 1) / mm.bm;
       mm.bn = 8;
       while (mm.bn * 2 <= max_bn && mm.bn < 64 &&
