@@ -245,6 +245,10 @@ TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
   const std::string wide = code_of(long_keys);
   EXPECT_TRUE(has(wide, "kSplit = 2;") && has(wide, "kBM = 1;") && has(wide, "kVec = 4;"))
       << wide.substr(0, 3000);
+  // Its 8 passes of 64 values a lane are loaded one after another.
+  auto wide_program = StitchProgram(long_keys);
+  ASSERT_TRUE(wide_program.ok()) << wide_program.status().ToString();
+  ExpectCompiles(*wide_program);
   // Keys whose values are not contiguous along D: scalar loads.
   StitchDesc strided = Attention(32);
   strided.tasks[0].tensors[1] = Dense(1, {8, 64, 32});
@@ -343,6 +347,9 @@ TEST_F(StitchedProgramTest, DecoderAttentionWaitsForTheKeysAndValues) {
   EXPECT_EQ(attention.kind, "attention");
   EXPECT_EQ(attention.task, 3u);  // tasks: addmm, cat, cat, scores, softmax, product
   EXPECT_EQ(attention.tiles, 4u) << "one query of each of 4 heads";
+  // 129 keys of 64 values: four lanes a key (coalesced loads), in three
+  // passes loaded at once, not a lane a key (a 256-byte row each).
+  EXPECT_NE(program->op.device_code.code.find("kSplit = 4;"), std::string::npos);
   // The QKV product (1 x 256 x 768): tiles of 32 columns read 32 KB of the
   // weight each (kMaxProductTileBytes), not 12 tiles of 64 KB.
   EXPECT_EQ(program->stages[0].tiles, 24u);

@@ -502,6 +502,14 @@ class Planner {
            (at.n * at.split * 2 <= kThreads || at.d / at.split > 64)) {
       at.split *= 2;
     }
+    // More keys than threads at one lane a key (a decode step's 129): four
+    // lanes a key, in passes whose keys are all loaded at once (the lanes'
+    // 16-byte parts of a key adjacent, not each lane a whole row of its
+    // own), where a lane holds them in 64 registers.
+    if (at.split == 1 && at.n > kThreads / 2 && at.d % 16 == 0 &&
+        at.d / 4 * ((at.n + kThreads / 4 - 1) / (kThreads / 4)) <= 64) {
+      at.split = 4;
+    }
     if (at.d / at.split > 64 || at.d % at.split != 0) return false;
     at.q = ProductOperand(q);
     at.kt = ProductOperand(kt);

@@ -30,9 +30,11 @@
 // any store (a table load after a store waits for it). Then:
 // 1. their rows of q into the scratch;
 // 2. scores: kSplit lanes per key, each with kD / kSplit values of the key
-//    in registers, the partial dot products of all kBM queries summed with
+//    in registers (every pass's keys loaded at once where they fit 64
+//    registers), the partial dot products of all kBM queries summed with
 //    shuffles, then scaled; into the scratch (after q) and to S;
-// 3. softmax: a warp per query over its row in the scratch, to Pr;
+// 3. softmax: a warp per query over its row in the scratch, to Pr (one
+//    query a tile: all warps over its row);
 // 4. out: a thread per column of v in 256 / columns groups, each group over
 //    a range of keys (its loads of v in flight together), the groups' sums
 //    added through the scratch.
@@ -81,8 +83,14 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   // kDPerLane values of that key each.
   const int part = threadIdx.x % P::kSplit;
   const int d0 = part * kDPerLane;
-  C kv[kDPerLane];
-  const auto load_keys = [&](int j) {
+  // Every pass's keys are loaded at once (one round trip) when they fit a
+  // lane's 64 registers; otherwise one pass after another, each loading
+  // the next (only for more keys than a block has threads).
+  constexpr int kPasses = (P::kN + kKeysPerPass - 1) / kKeysPerPass;
+  constexpr bool kPreload = kPasses * kDPerLane <= 64;
+  constexpr int kHeld = kPreload ? kPasses : 1;
+  C kv[kHeld][kDPerLane];
+  const auto load_keys = [&](C(&dst)[kDPerLane], int j) {
     const bool key_in = j < P::kN;  // the same for the kSplit lanes of a key
     const T* const key = kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) +
                          static_cast<long long>(d0) * P::kKtSk;
@@ -91,15 +99,15 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
       for (int i = 0; i < kDPerLane; i += 4) {
         float4 four = make_float4(0.f, 0.f, 0.f, 0.f);
         if (key_in) four = Load4(reinterpret_cast<const float*>(key + i));
-        kv[i] = four.x;
-        kv[i + 1] = four.y;
-        kv[i + 2] = four.z;
-        kv[i + 3] = four.w;
+        dst[i] = four.x;
+        dst[i + 1] = four.y;
+        dst[i + 2] = four.z;
+        dst[i + 3] = four.w;
       }
     } else {
 #pragma unroll
       for (int i = 0; i < kDPerLane; ++i) {
-        kv[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * P::kKtSk)) : C(0);
+        dst[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * P::kKtSk)) : C(0);
       }
     }
   };
@@ -141,7 +149,8 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   GPUOS_PHASE_BEGIN(phase_clock);
   wait();
   // The first keys and values in flight with q's rows: one round trip.
-  load_keys(threadIdx.x / P::kSplit);
+#pragma unroll
+  for (int p = 0; p < kHeld; ++p) load_keys(kv[p], p * kKeysPerPass + threadIdx.x / P::kSplit);
   load_values(0);
 
   // 1. q's rows (rows past kM are zero).
@@ -155,11 +164,8 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 12);
 
-  // 2. Scores.
-#pragma unroll 1
-  for (int j0 = 0; j0 < P::kN; j0 += kKeysPerPass) {
-    const int j = j0 + threadIdx.x / P::kSplit;
-    if (j0 > 0) load_keys(j);
+  // 2. Scores: pass p covers keys [p * kKeysPerPass, (p + 1) * kKeysPerPass).
+  const auto score_pass = [&](const C(&keys)[kDPerLane], int j) {
     C s[P::kBM];
 #pragma unroll
     for (int m = 0; m < P::kBM; ++m) {
@@ -169,11 +175,12 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
 #pragma unroll
         for (int i = 0; i < kDPerLane; i += 4) {
           const float4 four = row[i / 4];
-          acc += four.x * kv[i] + four.y * kv[i + 1] + four.z * kv[i + 2] + four.w * kv[i + 3];
+          acc +=
+              four.x * keys[i] + four.y * keys[i + 1] + four.z * keys[i + 2] + four.w * keys[i + 3];
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * kv[i];
+        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * keys[i];
       }
 #pragma unroll
       for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
@@ -192,29 +199,76 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
         }
       }
     }
+  };
+  if constexpr (kPreload) {
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) score_pass(kv[p], p * kKeysPerPass + threadIdx.x / P::kSplit);
+  } else {
+#pragma unroll 1
+    for (int j0 = 0; j0 < P::kN; j0 += kKeysPerPass) {
+      const int j = j0 + threadIdx.x / P::kSplit;
+      if (j0 > 0) load_keys(kv[0], j);
+      score_pass(kv[0], j);
+    }
   }
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 13);
 
-  // 3. Softmax of each query's scores (rows past kM keep their zeros).
-  for (int m = warp; m < P::kBM; m += kWarps) {
-    if (m0 + m >= P::kM) continue;
-    C* const row = ps + m * P::kN;
-    C high = ::gpuos::lowest<C>();
-    for (int j = lane; j < P::kN; j += 32) high = row[j] > high ? row[j] : high;
+  // 3. Softmax of each query's scores (rows past kM keep their zeros). One
+  // query a tile (a decode step): every warp takes part of its row, the
+  // warps' maxima and sums meet in the scratch (q's rows are no longer
+  // needed), instead of one warp walking the whole row.
+  constexpr bool kWideSoftmax = P::kBM == 1 && P::kD >= 2 * kWarps;
+  if constexpr (kWideSoftmax) {
+    C* const row = ps;
+    C* const highs = qs;            // [kWarps]
+    C* const sums = qs + kWarps;    // [kWarps]
+    C high = ::gpuos::lowest<C>();  // rows past kM cannot occur: kBM is 1
+    for (int j = threadIdx.x; j < P::kN; j += kThreads) high = row[j] > high ? row[j] : high;
     high = WarpMax(high);
+    if (lane == 0) highs[warp] = high;
+    __syncthreads();
+    high = highs[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) high = highs[w] > high ? highs[w] : high;
     C sum = C(0);
-    for (int j = lane; j < P::kN; j += 32) {
+    for (int j = threadIdx.x; j < P::kN; j += kThreads) {
       const C e = exp(row[j] - high);
       row[j] = e;
       sum += e;
     }
     sum = WarpSum(sum);
-    T* const probs_row = probs + static_cast<long long>(m0 + m) * P::kPrSm;
-    for (int j = lane; j < P::kN; j += 32) {
+    if (lane == 0) sums[warp] = sum;
+    __syncthreads();
+    sum = sums[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) sum += sums[w];
+    T* const probs_row = probs + static_cast<long long>(m0) * P::kPrSm;
+    for (int j = threadIdx.x; j < P::kN; j += kThreads) {
       const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
       row[j] = p;
       probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+    }
+  } else {
+    for (int m = warp; m < P::kBM; m += kWarps) {
+      if (m0 + m >= P::kM) continue;
+      C* const row = ps + m * P::kN;
+      C high = ::gpuos::lowest<C>();
+      for (int j = lane; j < P::kN; j += 32) high = row[j] > high ? row[j] : high;
+      high = WarpMax(high);
+      C sum = C(0);
+      for (int j = lane; j < P::kN; j += 32) {
+        const C e = exp(row[j] - high);
+        row[j] = e;
+        sum += e;
+      }
+      sum = WarpSum(sum);
+      T* const probs_row = probs + static_cast<long long>(m0 + m) * P::kPrSm;
+      for (int j = lane; j < P::kN; j += 32) {
+        const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
+        row[j] = p;
+        probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+      }
     }
   }
   __syncthreads();
