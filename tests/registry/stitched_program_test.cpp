@@ -353,8 +353,38 @@ TEST_F(StitchedProgramTest, DecoderAttentionWaitsForTheKeysAndValues) {
   // The QKV product (1 x 256 x 768): tiles of 32 columns read 32 KB of the
   // weight each (kMaxProductTileBytes), not 12 tiles of 64 KB.
   EXPECT_EQ(program->stages[0].tiles, 24u);
-  // q (stage 0) is waited for through the new key row's copy.
-  EXPECT_EQ(attention.waits, (std::vector<std::uint32_t>{1, 2, 3, 4}));
+  // Keys and values are read from the cats' inputs: the caches (program
+  // inputs: nothing to wait for) and the new rows in the QKV product's
+  // output (stage 0), not from the cats' outputs, so the stage waits for
+  // the product only, not for the copies.
+  EXPECT_EQ(attention.waits, std::vector<std::uint32_t>{0});
+  const std::string& code = program->op.device_code.code;
+  for (const char* constant : {"kKtSplit = 128;", "kKt2 = 9;", "kKt2Off = 256ll;", "kVSplit = 128;",
+                               "kV2 = 9;", "kV2Off = 512ll;", "kKt = 1;", "kV = 2;"}) {
+    EXPECT_NE(code.find(constant), std::string::npos) << constant;
+  }
+  ExpectCompiles(*program);
+}
+
+// A task between a cat and the attention that writes the cat's input: the
+// keys are read from the cat's output (waiting for its copies), the values
+// still through their own cat.
+TEST_F(StitchedProgramTest, AttentionReadsACatOutputWhenItsInputChangedSince) {
+  StitchDesc desc = DecoderAttention();
+  desc.tasks.insert(desc.tasks.begin() + 3,
+                    Task("copy", {Dense(3, {1, 4, 128, 64}), Dense(1, {1, 4, 128, 64})}));
+  desc.num_buffers = 16;
+  auto program = StitchProgram(desc);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  ASSERT_EQ(program->stages.size(), 7u);
+  const StitchStage& attention = program->stages[6];
+  ASSERT_EQ(attention.kind, "attention");
+  // The keys' cat copies (stages 1 and 2, the new row's after the product);
+  // the values' through their cat: no wait for stages 3 and 4.
+  EXPECT_EQ(attention.waits, (std::vector<std::uint32_t>{1, 2}));
+  const std::string& code = program->op.device_code.code;
+  EXPECT_NE(code.find("kKtSplit = 129;"), std::string::npos);
+  EXPECT_NE(code.find("kVSplit = 128;"), std::string::npos);
   ExpectCompiles(*program);
 }
 

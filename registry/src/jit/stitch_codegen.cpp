@@ -191,7 +191,11 @@ void AttentionCode(SourceWriter& w, const AttentionStage& at) {
   Constant(w, "int", "kDv", I(at.dv));
   Operand3(w, "Q", at.q, "Sm", "Sk");
   Operand3(w, "Kt", at.kt, "Sk", "Sn");
+  Operand3(w, "Kt2", at.kt2, "Sk", "Sn");
+  Constant(w, "int", "kKtSplit", I(at.kt_split));
   Operand3(w, "V", at.v, "Sk", "Sn");
+  Operand3(w, "V2", at.v2, "Sk", "Sn");
+  Constant(w, "int", "kVSplit", I(at.v_split));
   Operand3(w, "S", at.scores, "Sm", "Sn");
   Operand3(w, "Pr", at.probs, "Sm", "Sn");
   Operand3(w, "O", at.out, "Sm", "Sn");

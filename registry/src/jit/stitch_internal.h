@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,9 +93,13 @@ struct ElementwiseStage {
 // kt), probs = softmax(scores) along the last dimension, out = probs x v.
 struct AttentionStage {
   long long batch = 1, m = 0, n = 0, d = 0, dv = 0;
-  Strided3 q;       // [batch, m, d]
-  Strided3 kt;      // [batch, d, n]
-  Strided3 v;       // [batch, n, dv]
+  Strided3 q;              // [batch, m, d]
+  Strided3 kt;             // [batch, d, n]: keys [0, kt_split)
+  Strided3 kt2;            // keys [kt_split, n), key index counted from kt_split
+  long long kt_split = 0;  // n: one part
+  Strided3 v;              // [batch, n, dv]: keys [0, v_split)
+  Strided3 v2;             // keys [v_split, n), counted from v_split
+  long long v_split = 0;
   Strided3 scores;  // [batch, m, n]
   Strided3 probs;   // [batch, m, n]
   Strided3 out;     // [batch, m, dv]
@@ -116,6 +121,24 @@ struct Stage {
   std::uint32_t first_tile = 0;
   std::vector<std::uint32_t> waits;
 };
+
+// An attention stage's keys or values (`operand`, [batch, rows, columns]
+// with `sizes`, the keys along `key_axis`) read from the inputs of the cat
+// that wrote them, so that the stage waits for what the cat copies, not
+// for the cat (a decode step: the cache needs no wait, the new row its
+// product's). Found when the last task before task `consumer` writing the
+// operand's buffer is a cat, no task in between writes the cat's inputs'
+// buffers, and the keys come from at most two of its inputs, each part a
+// strided view (checked element by element, up to 2^20 elements).
+struct CatSources {
+  Strided3 first;   // keys [0, split)
+  Strided3 second;  // keys [split, n), counted from split (first when split == n)
+  long long split = 0;
+  std::vector<StitchView> views;  // the parts as views: what the stage reads
+};
+std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t consumer,
+                                         const Strided3& operand, const long long sizes[3],
+                                         int key_axis);
 
 // The stitched operator's device_code and body for `stages` (tiles and
 // waits set); `virtual_file` names the code in its #line directives.

@@ -518,13 +518,33 @@ class Planner {
     at.probs = ProductOperand(probs);
     at.out = ProductOperand(out);
     at.alpha = alpha;
+    // Keys and values read through the cat that wrote them, if one did.
+    std::vector<StitchView> key_reads = {kt}, value_reads = {v};
+    const auto through_cat = [&](std::size_t consumer, const StitchView& view, int key_axis,
+                                 Strided3* part1, Strided3* part2, long long* split,
+                                 std::vector<StitchView>* reads) {
+      const long long sizes[3] = {rank == 3 ? view.sizes[0] : 1, view.sizes[rank - 2],
+                                  view.sizes[rank - 1]};
+      *part2 = *part1;
+      *split = at.n;
+      if (auto parts = ReadThroughCat(desc_, consumer, *part1, sizes, key_axis)) {
+        *part1 = parts->first;
+        *part2 = parts->second;
+        *split = parts->split;
+        *reads = std::move(parts->views);
+      }
+    };
+    through_cat(i, kt, 2, &at.kt, &at.kt2, &at.kt_split, &key_reads);
+    through_cat(i + 2, v, 1, &at.v, &at.v2, &at.v_split, &value_reads);
     const long long per_lane = at.d / at.split;
-    at.vec = at.kt.s1 == 1 && per_lane % 4 == 0 && at.kt.offset % 4 == 0 && at.kt.s0 % 4 == 0 &&
-                     at.kt.s2 % 4 == 0
-                 ? 4
-                 : 1;
+    const auto vec_keys = [&](const Strided3& k) {
+      return k.s1 == 1 && k.offset % 4 == 0 && k.s0 % 4 == 0 && k.s2 % 4 == 0;
+    };
+    at.vec = per_lane % 4 == 0 && vec_keys(at.kt) && vec_keys(at.kt2) ? 4 : 1;
     Access access;
-    access.reads = {RangeOf(q), RangeOf(kt), RangeOf(v)};
+    access.reads = {RangeOf(q)};
+    for (const StitchView& r : key_reads) access.reads.push_back(RangeOf(r));
+    for (const StitchView& r : value_reads) access.reads.push_back(RangeOf(r));
     access.writes = {RangeOf(scores), RangeOf(probs), RangeOf(out)};
     if (Overlap(access.writes, access.reads)) return false;
     Stage stage;

@@ -69,6 +69,19 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
                      static_cast<long long>(m0) * P::kQSm;
   const T* const kt = t.ptr<const T>(P::kKt) + P::kKtOff + static_cast<long long>(batch) * P::kKtSb;
   const T* const v = t.ptr<const T>(P::kV) + P::kVOff + static_cast<long long>(batch) * P::kVSb;
+  // Keys [kKtSplit, kN) and values [kVSplit, kN) from a second view (the
+  // inputs of the cat that wrote them: a cache and its new rows), their
+  // key index counted from the split.
+  constexpr bool kKeysInTwo = P::kKtSplit < P::kN;
+  constexpr bool kValuesInTwo = P::kVSplit < P::kN;
+  const T* kt2 = nullptr;
+  const T* v2 = nullptr;
+  if constexpr (kKeysInTwo) {
+    kt2 = t.ptr<const T>(P::kKt2) + P::kKt2Off + static_cast<long long>(batch) * P::kKt2Sb;
+  }
+  if constexpr (kValuesInTwo) {
+    v2 = t.ptr<const T>(P::kV2) + P::kV2Off + static_cast<long long>(batch) * P::kV2Sb;
+  }
   // The outputs' addresses now: the compiler cannot move a table load
   // above a store (which might change the table), so each would wait.
   T* const scores = t.ptr<T>(P::kS) + P::kSOff + static_cast<long long>(batch) * P::kSSb;
@@ -92,8 +105,11 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   C kv[kHeld][kDPerLane];
   const auto load_keys = [&](C(&dst)[kDPerLane], int j) {
     const bool key_in = j < P::kN;  // the same for the kSplit lanes of a key
-    const T* const key = kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) +
-                         static_cast<long long>(d0) * P::kKtSk;
+    const bool second = kKeysInTwo && j >= P::kKtSplit;
+    const long long sk = second ? P::kKt2Sk : P::kKtSk;
+    const T* const key =
+        second ? kt2 + (key_in ? static_cast<long long>(j - P::kKtSplit) * P::kKt2Sn : 0) + d0 * sk
+               : kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) + d0 * sk;
     if constexpr (P::kVec == 4) {
 #pragma unroll
       for (int i = 0; i < kDPerLane; i += 4) {
@@ -107,7 +123,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     } else {
 #pragma unroll
       for (int i = 0; i < kDPerLane; ++i) {
-        dst[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * P::kKtSk)) : C(0);
+        dst[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * sk)) : C(0);
       }
     }
   };
@@ -136,13 +152,18 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   const bool column_in = column < P::kDv;
   const int first_key = group * kKeysPerGroup;
   const T* const vcol = v + (column_in ? static_cast<long long>(column) * P::kVSn : 0);
+  const T* const vcol2 =
+      kValuesInTwo ? v2 + (column_in ? static_cast<long long>(column) * P::kV2Sn : 0) : nullptr;
   C vv[kChunk];
   const auto load_values = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       const int j = first_key + c0 + i;
       const bool in = column_in && c0 + i < kKeysPerGroup && j < P::kN;
-      vv[i] = in ? convert<C>(Load(vcol + static_cast<long long>(j) * P::kVSk)) : C(0);
+      const T* const value = kValuesInTwo && j >= P::kVSplit
+                                 ? vcol2 + static_cast<long long>(j - P::kVSplit) * P::kV2Sk
+                                 : vcol + static_cast<long long>(j) * P::kVSk;
+      vv[i] = in ? convert<C>(Load(value)) : C(0);
     }
   };
 
