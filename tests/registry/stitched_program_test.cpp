@@ -366,6 +366,29 @@ TEST_F(StitchedProgramTest, DecoderAttentionWaitsForTheKeysAndValues) {
   ExpectCompiles(*program);
 }
 
+// The same with every intermediate in one workspace buffer (as the PyTorch
+// frontend lays them out): what a task writes is a range, not a buffer.
+TEST_F(StitchedProgramTest, DecoderAttentionReadsThroughTheCatsInOneWorkspace) {
+  StitchDesc desc = DecoderAttention();
+  for (StitchTask& task : desc.tasks) {
+    for (StitchView& view : task.tensors) {
+      if (view.buffer > 9) {
+        view.offset += 40960ll * (view.buffer - 9);  // disjoint regions of buffer 9
+        view.buffer = 9;
+      }
+    }
+  }
+  auto program = StitchProgram(desc);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  ASSERT_EQ(program->stages.size(), 6u);
+  EXPECT_EQ(program->stages[5].waits, std::vector<std::uint32_t>{0});
+  const std::string& code = program->op.device_code.code;
+  for (const char* constant : {"kKtSplit = 128;", "kKt2Off = 256ll;", "kVSplit = 128;",
+                               "kV2Off = 512ll;", "kKt = 1;", "kV = 2;"}) {
+    EXPECT_NE(code.find(constant), std::string::npos) << constant;
+  }
+}
+
 // A task between a cat and the attention that writes the cat's input: the
 // keys are read from the cat's output (waiting for its copies), the values
 // still through their own cat.

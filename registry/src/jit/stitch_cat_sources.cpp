@@ -28,9 +28,29 @@ std::vector<const StitchView*> Outputs(const StitchTask& t) {
   return out;
 }
 
-bool Writes(const StitchTask& t, std::uint32_t buffer) {
+// The elements [low, high] of a buffer that a view may touch (the
+// program's intermediates share one workspace buffer: ranges, not buffers).
+struct Span {
+  std::uint32_t buffer = 0;
+  long long low = 0, high = 0;
+  bool Meets(const Span& o) const { return buffer == o.buffer && low <= o.high && o.low <= high; }
+};
+Span SpanOf(std::uint32_t buffer, long long offset, const long long* sizes,
+            const long long* strides, std::size_t rank) {
+  Span s{buffer, offset, offset};
+  for (std::size_t d = 0; d < rank; ++d) {
+    const long long extent = (sizes[d] - 1) * strides[d];
+    (extent < 0 ? s.low : s.high) += extent;
+  }
+  return s;
+}
+Span SpanOf(const StitchView& v) {
+  return SpanOf(v.buffer, v.offset, v.sizes.data(), v.strides.data(), v.sizes.size());
+}
+
+bool Writes(const StitchTask& t, const Span& span) {
   for (const StitchView* v : Outputs(t)) {
-    if (v->buffer == buffer) return true;
+    if (SpanOf(*v).Meets(span)) return true;
   }
   return false;
 }
@@ -65,11 +85,14 @@ struct Source {
 std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t consumer,
                                          const Strided3& operand, const long long sizes[3],
                                          int key_axis) {
-  // The last task before `consumer` that writes the operand's buffer must
-  // be a cat, and nothing after it writes that buffer or the cat's inputs'.
+  // The last task before `consumer` that writes what the operand reads
+  // must be a cat, and nothing after it writes the operand's elements or
+  // the cat's inputs.
+  const long long strides[3] = {operand.s0, operand.s1, operand.s2};
+  const Span read = SpanOf(operand.buffer, operand.offset, sizes, strides, 3);
   std::size_t writer = consumer;
   for (std::size_t t = consumer; t-- > 0;) {
-    if (Writes(desc.tasks[t], operand.buffer)) {
+    if (Writes(desc.tasks[t], read)) {
       writer = t;
       break;
     }
@@ -77,13 +100,13 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
   if (writer == consumer) return std::nullopt;
   const StitchTask& cat = desc.tasks[writer];
   if (cat.op == nullptr || cat.op->name != "cat" || cat.tensors.size() < 3 ||
-      cat.tensors.back().buffer != operand.buffer) {
+      !SpanOf(cat.tensors.back()).Meets(read)) {
     return std::nullopt;
   }
   const std::size_t inputs = cat.tensors.size() - 1;
   for (std::size_t t = writer + 1; t < consumer; ++t) {
     for (std::size_t k = 0; k < inputs; ++k) {
-      if (Writes(desc.tasks[t], cat.tensors[k].buffer)) return std::nullopt;
+      if (Writes(desc.tasks[t], SpanOf(cat.tensors[k]))) return std::nullopt;
     }
   }
   const StitchView& out = cat.tensors.back();
@@ -167,7 +190,7 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
     Strided3 view;
     view.buffer = cat.tensors[base->input].buffer;
     view.offset = base->offset;
-    long long* strides[3] = {&view.s0, &view.s1, &view.s2};
+    long long* view_strides[3] = {&view.s0, &view.s1, &view.s2};
     for (int axis = 0; axis < 3; ++axis) {
       const long long extent = axis == key_axis ? last - first : sizes[axis];
       if (extent < 2) continue;  // stride 0: never stepped
@@ -175,7 +198,7 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
       ++e[axis];
       const auto next = source_of(e[0], e[1], e[2]);
       if (!next || next->input != base->input) return std::nullopt;
-      *strides[axis] = next->offset - base->offset;
+      *view_strides[axis] = next->offset - base->offset;
     }
     for (long long key = first; key < last; ++key) {
       for (long long a = 0; a < sizes[other_axes[0]]; ++a) {
