@@ -1,9 +1,11 @@
 // ReadThroughCat (stitch_internal.h): an attention stage's keys or values
 // read from the inputs of the cat that wrote them.
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -113,7 +115,11 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
   const long long rank = static_cast<long long>(out.sizes.size());
   long long dim = 0;
   for (const auto& [name, value] : cat.attributes) {
-    if (name == "dim") dim = std::stoll(value);
+    // Canonical text (AddCat parsed it already); anything else: no read-through.
+    if (name == "dim" &&
+        std::from_chars(value.data(), value.data() + value.size(), dim).ec != std::errc()) {
+      return std::nullopt;
+    }
   }
   if (dim < 0) dim += rank;
   if (dim < 0 || dim >= rank) return std::nullopt;
