@@ -411,6 +411,23 @@ TEST_F(StitchedProgramTest, AttentionReadsACatOutputWhenItsInputChangedSince) {
   ExpectCompiles(*program);
 }
 
+// A cat whose output overlaps its own input (the new key row written over
+// the end of the product it came from): the keys are read from the cat's
+// output, since the input no longer holds what the cat copied.
+TEST_F(StitchedProgramTest, AttentionReadsACatOutputThatOverwroteItsInput) {
+  StitchDesc desc = DecoderAttention();
+  // The keys' cat writes its output over the start of buffer 9 (the QKV
+  // product, whose key row it reads at 256..319): out [1, 4, 129, 64] there.
+  desc.tasks[1].tensors.back() = Dense(9, {1, 4, 129, 64});
+  desc.tasks[3].tensors[1] = View(9, {4, 64, 129}, {8256, 1, 64});
+  auto program = StitchProgram(desc);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  const StitchStage& attention = program->stages.back();
+  ASSERT_EQ(attention.kind, "attention");
+  EXPECT_EQ(program->op.device_code.code.find("kKtSplit = 128;"), std::string::npos)
+      << "keys read through a cat that overwrote its input";
+}
+
 // Regression: two views of one buffer with strides (10, 1) and sizes (2, 5)
 // at offsets 0 and 8 share elements 10-12 (b's second row spills past the
 // radix of 10), so the reader of one must wait for the writer of the other.

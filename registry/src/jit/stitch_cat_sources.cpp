@@ -88,8 +88,8 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
                                          const Strided3& operand, const long long sizes[3],
                                          int key_axis) {
   // The last task before `consumer` that writes what the operand reads
-  // must be a cat, and nothing after it writes the operand's elements or
-  // the cat's inputs.
+  // must be a cat whose output does not overlap its inputs, and nothing
+  // after it writes the operand's elements or the cat's inputs.
   const long long strides[3] = {operand.s0, operand.s1, operand.s2};
   const Span read = SpanOf(operand.buffer, operand.offset, sizes, strides, 3);
   std::size_t writer = consumer;
@@ -106,6 +106,10 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
     return std::nullopt;
   }
   const std::size_t inputs = cat.tensors.size() - 1;
+  for (std::size_t k = 0; k < inputs; ++k) {
+    // A cat over its own input: that input no longer holds what it copied.
+    if (SpanOf(cat.tensors[k]).Meets(SpanOf(cat.tensors.back()))) return std::nullopt;
+  }
   for (std::size_t t = writer + 1; t < consumer; ++t) {
     for (std::size_t k = 0; k < inputs; ++k) {
       if (Writes(desc.tasks[t], SpanOf(cat.tensors[k]))) return std::nullopt;
