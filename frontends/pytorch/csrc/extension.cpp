@@ -209,9 +209,17 @@ class Program {
               "running the program");
       }
       // While the run goes on: the results' Python objects, and the outputs
-      // of the next run.
-      list = ResultList(args, outputs);
-      PrepareSpareOutputs(device, stream);
+      // of the next run. Should either throw (an allocation), the run is
+      // finished first: it may still write the workspace and outputs that
+      // unwinding hands back to PyTorch's allocator.
+      try {
+        list = ResultList(args, outputs);
+        PrepareSpareOutputs(device, stream);
+      } catch (...) {
+        py::gil_scoped_release release;
+        (void)gpuos_torch_program_finish(handle_);  // its error is lost to the first one
+        throw;
+      }
       {
         py::gil_scoped_release release;
         Check(gpuos_torch_program_finish(handle_), "running the program");
@@ -334,7 +342,12 @@ class Program {
     std::vector<at::Tensor> outputs = std::move(spare_outputs_);
     spare_outputs_.clear();
     if (!outputs.empty() && spare_stream_ == stream) return outputs;
-    outputs.clear();
+    return NewOutputs(device);
+  }
+
+  // Output tensors of outputs_'s layouts from PyTorch's caching allocator.
+  std::vector<at::Tensor> NewOutputs(const c10::Device& device) const {
+    std::vector<at::Tensor> outputs;
     outputs.reserve(outputs_.size());
     for (const Layout& layout : outputs_) {
       outputs.push_back(at::empty_strided(layout.sizes, layout.strides,
@@ -350,11 +363,7 @@ class Program {
   // run does not notice the allocation, and its spare would hold memory.
   void PrepareSpareOutputs(const c10::Device& device, void* stream) {
     if (spare_output_bytes_ > kSpareOutputBytes) return;
-    spare_outputs_.reserve(outputs_.size());
-    for (const Layout& layout : outputs_) {
-      spare_outputs_.push_back(at::empty_strided(
-          layout.sizes, layout.strides, at::TensorOptions().dtype(layout.dtype).device(device)));
-    }
+    spare_outputs_ = NewOutputs(device);
     spare_stream_ = stream;
   }
 
