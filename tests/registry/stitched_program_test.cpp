@@ -319,41 +319,6 @@ TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
   EXPECT_TRUE(compiled.ok()) << compiled.ToString();
 }
 
-// A decoder layer's two residual adds (x + proj(...), then x + fc2(...)):
-// the first adds the program's input, which loads before the wait, the
-// second the first's output, which loads right after it (kResidualReady).
-// Both compile, also with the A/B switches of the old load order.
-TEST_F(StitchedProgramTest, ResidualsNoStageWritesLoadBeforeTheWait) {
-  StitchDesc desc;
-  desc.num_buffers = 7;
-  const std::vector<std::pair<std::string, std::string>> residual = {{"norm", "0"},
-                                                                     {"add_residual", "1"}};
-  StitchTask first = Linear("fused_addmm", 0, 1, 2, 3, 1, 256, 256);
-  first.attributes = residual;
-  StitchTask second = Linear("fused_addmm", 3, 4, 5, 6, 1, 256, 256);
-  second.attributes = residual;
-  first.tensors[5] = Dense(1, {1, 256}, 65536);  // the residual: an input (past W in buffer 1)
-  // The second's residual is its x, the first's output (buffer 3).
-  desc.tasks = {first, second};
-  auto program = StitchProgram(desc);
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  ASSERT_EQ(program->stages.size(), 2u);
-  const std::string& code = program->op.device_code.code;
-  const std::size_t second_stage = code.find("kResidualReady", code.find("kResidualReady") + 1);
-  ASSERT_NE(second_stage, std::string::npos);
-  EXPECT_EQ(code.find("kResidualReady = true;"), code.find("kResidualReady")) << code;
-  EXPECT_EQ(code.find("kResidualReady = false;"), second_stage) << code;
-  ExpectCompiles(*program);
-  for (const char* define : {"GPUOS_STITCH_LATE_ADDENDS", "GPUOS_STITCH_LATE_CACHE"}) {
-    ScopedEnv defines("GPUOS_JIT_DEFINES", define);
-    for (const StitchDesc& d : {desc, DecoderAttention()}) {
-      auto switched = StitchProgram(d);
-      ASSERT_TRUE(switched.ok()) << switched.status().ToString();
-      ExpectCompiles(*switched);
-    }
-  }
-}
-
 TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {
   StitchDesc desc = DecoderAttention();
   desc.fuse_attention = false;
@@ -398,9 +363,6 @@ TEST_F(StitchedProgramTest, DecoderAttentionWaitsForTheKeysAndValues) {
                                "kV2 = 9;", "kV2Off = 512ll;", "kKt = 1;", "kV = 2;"}) {
     EXPECT_NE(code.find(constant), std::string::npos) << constant;
   }
-  // The caches load before the wait: no stage writes them.
-  EXPECT_NE(code.find("kKtReady = true;"), std::string::npos);
-  EXPECT_NE(code.find("kVReady = true;"), std::string::npos);
   ExpectCompiles(*program);
 }
 
@@ -446,10 +408,6 @@ TEST_F(StitchedProgramTest, AttentionReadsACatOutputWhenItsInputChangedSince) {
   const std::string& code = program->op.device_code.code;
   EXPECT_NE(code.find("kKtSplit = 129;"), std::string::npos);
   EXPECT_NE(code.find("kVSplit = 128;"), std::string::npos);
-  // The keys are the cat's output, which the program writes: they load
-  // after the wait; the values' cache before it.
-  EXPECT_NE(code.find("kKtReady = false;"), std::string::npos);
-  EXPECT_NE(code.find("kVReady = true;"), std::string::npos);
   ExpectCompiles(*program);
 }
 

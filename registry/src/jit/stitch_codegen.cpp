@@ -153,7 +153,6 @@ void MatmulCode(SourceWriter& w, const MatmulStage& mm) {
   Constant(w, "int", "kKG", I(mm.kg));
   Constant(w, "bool", "kPrefetchB", mm.prefetch_b ? "true" : "false");
   Constant(w, "bool", "kBiasReady", mm.bias_ready ? "true" : "false");
-  Constant(w, "bool", "kResidualReady", mm.residual_ready ? "true" : "false");
   w.Line("};");
 }
 
@@ -197,8 +196,6 @@ void AttentionCode(SourceWriter& w, const AttentionStage& at) {
   Operand3(w, "V", at.v, "Sk", "Sn");
   Operand3(w, "V2", at.v2, "Sk", "Sn");
   Constant(w, "int", "kVSplit", I(at.v_split));
-  Constant(w, "bool", "kKtReady", at.keys_ready ? "true" : "false");
-  Constant(w, "bool", "kVReady", at.values_ready ? "true" : "false");
   Operand3(w, "S", at.scores, "Sm", "Sn");
   Operand3(w, "Pr", at.probs, "Sm", "Sn");
   Operand3(w, "O", at.out, "Sm", "Sn");

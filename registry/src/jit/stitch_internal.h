@@ -50,8 +50,7 @@ struct MatmulStage {
   int vec = 1;
   int bm = 1, bn = 8, kg = 1;
   bool prefetch_b = false;
-  bool bias_ready = false;      // no stage writes c
-  bool residual_ready = false;  // no stage writes r
+  bool bias_ready = false;  // no stage writes c
 };
 
 // A view of rows: the last dimension is the row.
@@ -101,9 +100,6 @@ struct AttentionStage {
   Strided3 v;              // [batch, n, dv]: keys [0, v_split)
   Strided3 v2;             // keys [v_split, n), counted from v_split
   long long v_split = 0;
-  // No stage writes kt's (v's) buffer: those keys (values) load before the
-  // wait (a decode step's cache; the new row, kt2, after it).
-  bool keys_ready = false, values_ready = false;
   Strided3 scores;  // [batch, m, n]
   Strided3 probs;   // [batch, m, n]
   Strided3 out;     // [batch, m, dv]

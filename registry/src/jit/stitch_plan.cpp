@@ -139,9 +139,8 @@ class Planner {
       }
       GPUOS_RETURN_IF_ERROR(AddTask(i));
     }
-    // Buffers some stage writes: a product whose b (bias, residual) is not
-    // one of them may load it before it waits; likewise attention's keys and
-    // values.
+    // Buffers some stage writes: a product whose b is not one of them may
+    // load b before it waits.
     std::vector<bool> written(desc_.num_buffers, false);
     for (const Access& access : accesses_) {
       for (const Range& w : access.writes) written[w.buffer] = true;
@@ -154,11 +153,6 @@ class Planner {
         const long long k_per_thread = (mm.k + mm.kg - 1) / mm.kg;
         mm.prefetch_b = !written[mm.b.buffer] && (mm.k_fast || k_per_thread <= 64);
         mm.bias_ready = mm.bias && !written[mm.c.buffer];
-        mm.residual_ready = mm.residual && !written[mm.r.buffer];
-      } else if (stage.kind == Stage::Kind::kAttention) {
-        AttentionStage& at = stage.attention;
-        at.keys_ready = !written[at.kt.buffer];
-        at.values_ready = !written[at.v.buffer];
       } else if (stage.kind == Stage::Kind::kRows) {
         RowsStage& rows = stage.rows;
         rows.parameters_ready = rows.kind > 1 || (!written[rows.weight.buffer] &&

@@ -24,10 +24,9 @@
 // dividing kD and 32), kVec 4 when each lane's part of a key is 16-byte
 // aligned and contiguous.
 //
-// A tile computes queries [m0, m0 + kBM) of one batch item. Its first keys
-// (step 2) and values (step 4) load before the wait where no stage writes
-// them (kKtReady, kVReady), the others after it with q's rows, one round
-// trip for all; the table's output addresses are read before
+// A tile computes queries [m0, m0 + kBM) of one batch item. After the wait
+// its first keys (step 2) and values (step 4) are loaded with q's rows, one
+// round trip for all three; the table's output addresses are read before
 // any store (a table load after a store waits for it). Then:
 // 1. their rows of q into the scratch;
 // 2. scores: kSplit lanes per key, each with kD / kSplit values of the key
@@ -104,25 +103,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   constexpr bool kPreload = kPasses * kDPerLane <= 64;
   constexpr int kHeld = kPreload ? kPasses : 1;
   C kv[kHeld][kDPerLane];
-  // Keys (values) of the first part load before the wait when no stage
-  // writes it (kKtReady, kVReady: a decode step's cache, whose new row
-  // comes from the program's product), the rest after it, in flight with
-  // q's rows. GPUOS_STITCH_LATE_CACHE (a JIT define): all after the wait,
-  // as before (an A/B switch).
-#ifdef GPUOS_STITCH_LATE_CACHE
-  constexpr bool kKeysEarly = false;
-  constexpr bool kValuesEarly = false;
-#else
-  constexpr bool kKeysEarly = P::kKtReady;
-  constexpr bool kValuesEarly = P::kVReady;
-#endif
-  // Which loads a call of load_keys or load_values issues.
-  enum class Loads { kAll, kBeforeWait, kAfterWait };
-  const auto skip = [](Loads loads, bool early) {
-    return (loads == Loads::kBeforeWait && !early) || (loads == Loads::kAfterWait && early);
-  };
-  const auto load_keys = [&](C(&dst)[kDPerLane], int j, Loads loads) {
-    if (skip(loads, kKeysEarly && j < P::kKtSplit)) return;
+  const auto load_keys = [&](C(&dst)[kDPerLane], int j) {
     const bool key_in = j < P::kN;  // the same for the kSplit lanes of a key
     const bool second = kKeysInTwo && j >= P::kKtSplit;
     const long long sk = second ? P::kKt2Sk : P::kKtSk;
@@ -174,11 +155,10 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   const T* const vcol2 =
       kValuesInTwo ? v2 + (column_in ? static_cast<long long>(column) * P::kV2Sn : 0) : nullptr;
   C vv[kChunk];
-  const auto load_values = [&](int c0, Loads loads) {
+  const auto load_values = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       const int j = first_key + c0 + i;
-      if (skip(loads, kValuesEarly && j < P::kVSplit)) continue;
       const bool in = column_in && c0 + i < kKeysPerGroup && j < P::kN;
       const T* const value = kValuesInTwo && j >= P::kVSplit
                                  ? vcol2 + static_cast<long long>(j - P::kVSplit) * P::kV2Sk
@@ -188,20 +168,11 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   };
 
   GPUOS_PHASE_BEGIN(phase_clock);
-  if constexpr (kKeysEarly) {
-#pragma unroll
-    for (int p = 0; p < kHeld; ++p) {
-      load_keys(kv[p], p * kKeysPerPass + threadIdx.x / P::kSplit, Loads::kBeforeWait);
-    }
-  }
-  if constexpr (kValuesEarly) load_values(0, Loads::kBeforeWait);
   wait();
-  // The other first keys and values in flight with q's rows: one round trip.
+  // The first keys and values in flight with q's rows: one round trip.
 #pragma unroll
-  for (int p = 0; p < kHeld; ++p) {
-    load_keys(kv[p], p * kKeysPerPass + threadIdx.x / P::kSplit, Loads::kAfterWait);
-  }
-  load_values(0, Loads::kAfterWait);
+  for (int p = 0; p < kHeld; ++p) load_keys(kv[p], p * kKeysPerPass + threadIdx.x / P::kSplit);
+  load_values(0);
 
   // 1. q's rows (rows past kM are zero).
   for (int i = threadIdx.x; i < P::kBM * P::kD; i += kThreads) {
@@ -257,7 +228,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
 #pragma unroll 1
     for (int j0 = 0; j0 < P::kN; j0 += kKeysPerPass) {
       const int j = j0 + threadIdx.x / P::kSplit;
-      if (j0 > 0) load_keys(kv[0], j, Loads::kAll);
+      if (j0 > 0) load_keys(kv[0], j);
       score_pass(kv[0], j);
     }
   }
@@ -333,7 +304,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   for (int m = 0; m < P::kBM; ++m) acc[m] = C(0);
 #pragma unroll 1
   for (int c0 = 0; c0 < kKeysPerGroup; c0 += kChunk) {
-    if (c0 > 0) load_values(c0, Loads::kAll);
+    if (c0 > 0) load_values(c0);
     if constexpr (kProbQuads) {  // 16-byte reads of the probabilities
 #pragma unroll
       for (int i = 0; i < kChunk; i += 4) {

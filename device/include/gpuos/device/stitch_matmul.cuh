@@ -19,9 +19,7 @@
 // values of the compute type, at most kWorkerScratchBytes), normalized
 // there when kNorm. Then, with b's values loaded into registers (before
 // the wait for the stage's inputs when b is not written by the program:
-// kPrefetchB, a Linear layer's weights; likewise the bias and the residual
-// when no stage writes them: kBiasReady, kResidualReady; else they load
-// right after the wait, with the rows: LoadAddends):
+// kPrefetchB, a Linear layer's weights; likewise the bias: kBiasReady):
 // - kKFast (b contiguous along K, few rows: a Linear layer's weights): warp
 //   w handles columns n0 + w, n0 + w + 8, ...; its lanes split K (kVec
 //   consecutive values each, 16-byte loads when kVec = 4) and the warp sums
@@ -162,63 +160,25 @@ __device__ __forceinline__ compute_type_t<typename P::T> BiasAt(const MatmulPoin
                                                      static_cast<long long>(n) * P::kCSn));
 }
 
-// The residual r at (batch, row, n).
-template <class P>
-__device__ __forceinline__ compute_type_t<typename P::T> ResidualAt(const MatmulPointers<P>& p,
-                                                                    int batch, int row, int n) {
-  return convert<compute_type_t<typename P::T>>(Load(p.r + static_cast<long long>(batch) * P::kRSb +
-                                                     static_cast<long long>(row) * P::kRSm +
-                                                     static_cast<long long>(n) * P::kRSn));
-}
-
-// What StoreProduct adds to an output's product: its bias and its residual
-// (zero where the stage has none).
-template <class P>
-struct Addends {
-  compute_type_t<typename P::T> bias{0}, residual{0};
-};
-
-// Whether the addends some stage writes load after the products, in a
-// round trip of their own before the store (GPUOS_STITCH_LATE_ADDENDS, a
-// JIT define: the old order, an A/B switch).
-#ifdef GPUOS_STITCH_LATE_ADDENDS
-constexpr bool kLateAddends = true;
-#else
-constexpr bool kLateAddends = false;
-#endif
-
-// The addends of output (batch, row, n) that load at this point of the
-// tile: `before_wait`, those no stage writes (kBiasReady, kResidualReady: a
-// Linear layer's bias, a residual that is an input of the program); after
-// the wait, the others, in flight with the rows of a. Loaded after the
-// products, each cost one more round trip on the stage's path (a decoder
-// layer's two residual adds). Nothing for an output outside the tensor.
-template <class P>
-__device__ __forceinline__ void LoadAddends(const MatmulPointers<P>& p, int batch, int row, int n,
-                                            bool in, bool before_wait, Addends<P>& addends) {
-  if (!in) return;
-  if constexpr (P::kBias) {
-    if (P::kBiasReady == before_wait) addends.bias = BiasAt(p, batch, row, n);
-  }
-  if constexpr (P::kResidual) {
-    if (P::kResidualReady == before_wait) addends.residual = ResidualAt(p, batch, row, n);
-  }
-}
-
-// Output (batch, row, n) from its accumulated product and its addends.
+// Output (batch, row, n) from its accumulated product and its bias (read
+// by the caller; ignored without kBias).
 template <class P>
 __device__ __forceinline__ void StoreProduct(const MatmulPointers<P>& p, int batch, int row, int n,
                                              compute_type_t<typename P::T> acc,
-                                             const Addends<P>& addends) {
+                                             compute_type_t<typename P::T> bias) {
   using T = typename P::T;
   using C = compute_type_t<T>;
   C v = static_cast<C>(P::kAlpha) * acc;
-  if constexpr (P::kBias) v = static_cast<C>(P::kBeta) * addends.bias + v;
+  if constexpr (P::kBias) v = static_cast<C>(P::kBeta) * bias + v;
   T result;
   if constexpr (P::kAct != 0 || P::kResidual) {
     // As the activation's and the add's tasks would read the product: in T.
     C y = convert<C>(NormOutput<T>(convert<C>(convert<T>(v)), P::kAct));
-    if constexpr (P::kResidual) y += addends.residual;
+    if constexpr (P::kResidual) {
+      y += convert<C>(Load(p.r + static_cast<long long>(batch) * P::kRSb +
+                           static_cast<long long>(row) * P::kRSm +
+                           static_cast<long long>(n) * P::kRSn));
+    }
     result = convert<T>(y);
   } else {
     result = convert<T>(v);
@@ -256,27 +216,23 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
       }
     }
   };
-  // The addends of the outputs this lane stores: output (m, j) of the warp
-  // (column n0 + warp + kWarps * j) is its pair m * kColumnsPerWarp + j,
-  // stored by lane pair % 32 from slot pair / 32.
-  constexpr int kPairs = P::kBM * kColumnsPerWarp;
-  constexpr int kSlots = (kPairs + 31) / 32;
-  Addends<P> addends[kSlots];
-  const auto load_addends = [&](bool before_wait) {
+  // The bias of the outputs this warp stores, with b when the program does
+  // not write it (a Linear layer's bias): no round trip in the store.
+  constexpr bool kBiasEarly = P::kBias && P::kBiasReady && P::kBM * kColumnsPerWarp <= 16;
+  C bias[kBiasEarly ? P::kBM : 1][kBiasEarly ? kColumnsPerWarp : 1];
+  if constexpr (kBiasEarly) {
 #pragma unroll
-    for (int u = 0; u < kSlots; ++u) {
-      const int pair = lane + 32 * u;
-      const int m = pair / kColumnsPerWarp;
-      const int n = n0 + warp + kWarps * (pair - m * kColumnsPerWarp);
-      LoadAddends(p, batch, m0 + m, n, pair < kPairs && m0 + m < P::kM && n < P::kN, before_wait,
-                  addends[u]);
+    for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+      for (int j = 0; j < kColumnsPerWarp; ++j) {
+        const int n = n0 + warp + kWarps * j;
+        bias[m][j] = m0 + m < P::kM && n < P::kN ? BiasAt(p, batch, m0 + m, n) : C(0);
+      }
     }
-  };
-  load_addends(true);
+  }
   GPUOS_PHASE_BEGIN(phase_clock);
   if constexpr (P::kPrefetchB) load_b();
   wait();
-  if constexpr (!kLateAddends) load_addends(false);
   GPUOS_PHASE_MARK(phase_clock, 12);
   StageRows<P>(p, batch, m0, smem);
   GPUOS_PHASE_MARK(phase_clock, 13);
@@ -314,16 +270,20 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
     for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
   }
   GPUOS_PHASE_MARK(phase_clock, 14);
-  if constexpr (kLateAddends) load_addends(false);
 #pragma unroll
   for (int m = 0; m < P::kBM; ++m) {
 #pragma unroll
     for (int j = 0; j < kColumnsPerWarp; ++j) {
       const int row = m0 + m;
       const int n = n0 + warp + kWarps * j;
-      const int pair = m * kColumnsPerWarp + j;
-      if (lane == (pair & 31) && row < P::kM && n < P::kN) {
-        StoreProduct<P>(p, batch, row, n, acc[m][j], addends[pair / 32]);
+      if (lane == ((m * kColumnsPerWarp + j) & 31) && row < P::kM && n < P::kN) {
+        C b_value = C(0);
+        if constexpr (kBiasEarly) {
+          b_value = bias[m][j];
+        } else if constexpr (P::kBias) {
+          b_value = BiasAt(p, batch, row, n);
+        }
+        StoreProduct<P>(p, batch, row, n, acc[m][j], b_value);
       }
     }
   }
@@ -377,20 +337,8 @@ __device__ __forceinline__ void MatmulColumns(const MatmulPointers<P>& p, int ba
       for (int v = 0; v < kVec; ++v) bv[s * kVec + v] = part[v];
     }
   };
-  // The addends of this thread's outputs (rows row_group * kRowsPerThread + r).
-  Addends<P> addends[kRowsPerThread];
-  const auto load_addends = [&](bool before_wait) {
-#pragma unroll
-    for (int r = 0; r < kRowsPerThread; ++r) {
-      const int m = row_group * kRowsPerThread + r;
-      LoadAddends(p, batch, m0 + m, n, k_group == 0 && column_in && m < P::kBM && m0 + m < P::kM,
-                  before_wait, addends[r]);
-    }
-  };
-  load_addends(true);
   if constexpr (P::kPrefetchB) load_chunk(0);
   wait();
-  if constexpr (!kLateAddends) load_addends(false);
   StageRows<P>(p, batch, m0, smem);
   const C* const rows = reinterpret_cast<const C*>(smem);
   C acc[kRowsPerThread];
@@ -432,11 +380,12 @@ __device__ __forceinline__ void MatmulColumns(const MatmulPointers<P>& p, int ba
     }
   }
   if (k_group != 0 || !column_in) return;
-  if constexpr (kLateAddends) load_addends(false);
 #pragma unroll
   for (int r = 0; r < kRowsPerThread; ++r) {
     const int m = row_group * kRowsPerThread + r;
-    if (m < P::kBM && m0 + m < P::kM) StoreProduct<P>(p, batch, m0 + m, n, acc[r], addends[r]);
+    if (m < P::kBM && m0 + m < P::kM) {
+      StoreProduct<P>(p, batch, m0 + m, n, acc[r], P::kBias ? BiasAt(p, batch, m0 + m, n) : C(0));
+    }
   }
 }
 
