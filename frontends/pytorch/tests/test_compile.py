@@ -131,3 +131,36 @@ def test_stats_count_stitched_programs_and_why_others_are_not():
     assert s["unstitched"] == {"not stitched: task 0 (cast): f16": 2}
     gpuos.reset_stats()
     assert gpuos.stats()["stitched_programs"] == 0 and gpuos.stats()["unstitched"] == {}
+
+
+def test_results_keep_the_function_s_output_structure():
+    """A compiled call rebuilds what the function returns from the run's flat
+    outputs: one tensor, a tuple or list of tensors (the fast path, no
+    pytree), and any other tree (a dict, a namedtuple, nesting)."""
+    from collections import namedtuple
+
+    from gpuos._compile import unflattener
+
+    Pair = namedtuple("Pair", "a b")
+    x = torch.randn(4, 4)
+    functions = {
+        "tensor": lambda t: t + 1,
+        "tuple": lambda t: (t + 1, t * 2, t - 3),
+        "list": lambda t: [t + 1, t * 2],
+        "dict": lambda t: {"a": t + 1, "b": (t * 2, t - 3)},
+        "namedtuple": lambda t: Pair(t + 1, t * 2),
+    }
+    for name, fn in functions.items():
+        f = gpuos.compile(fn, executor="reference")
+        for _ in range(2):  # the first call traces; the second replays
+            got, want = f(x), fn(x)
+            assert type(got) is type(want), name
+            torch.testing.assert_close(got, want, msg=name)
+    leaves = [torch.zeros(1), torch.ones(1)]
+    import torch.utils._pytree as pytree
+
+    assert unflattener(pytree.tree_flatten((1, 2))[1]) is tuple
+    assert unflattener(pytree.tree_flatten([1, 2])[1]) is list
+    nested = unflattener(pytree.tree_flatten((1, (2,)))[1])
+    assert nested not in (tuple, list)
+    assert type(nested([leaves[0], leaves[1]])[1]) is tuple
