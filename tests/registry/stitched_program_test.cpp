@@ -202,6 +202,37 @@ TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths)
   }
 }
 
+// One query a tile (stitch_attention.cuh, AttentionOneQuery when a warp's
+// keys fit its registers, else the block-wide phases): warps without keys
+// and dimensions that are no multiple of 32 (5 keys of 48, values of 40),
+// 32 keys a warp (250), too many (600); each compiles, also with the A/B
+// switch to the block-wide phases.
+TEST_F(StitchedProgramTest, OneQueryAttentionCompilesForOddShapes) {
+  const auto one_query = [&](long long heads, long long keys, long long d, long long dv) {
+    StitchDesc desc;
+    desc.num_buffers = 7;
+    desc.tasks.push_back(Task("baddbmm",
+                              {Dense(0, {heads, 1, d}), View(1, {heads, d, keys}, {keys * d, 1, d}),
+                               Dense(4, {heads, 1, keys}), Dense(3, {heads, 1, keys})},
+                              {{"alpha", "0.125"}, {"beta", "0.0"}}));
+    desc.tasks.push_back(Task("softmax", {Dense(3, {heads, 1, keys}), Dense(5, {heads, 1, keys})}));
+    desc.tasks.push_back(Task("bmm", {Dense(5, {heads, 1, keys}), Dense(2, {heads, keys, dv}),
+                                      Dense(6, {heads, 1, dv})}));
+    return desc;
+  };
+  for (const char* defines : {"", "GPUOS_STITCH_ATTENTION_BLOCK_DECODE"}) {
+    ScopedEnv env("GPUOS_JIT_DEFINES", defines);
+    for (const StitchDesc& desc :
+         {one_query(3, 5, 48, 40), one_query(2, 250, 32, 24), one_query(2, 600, 64, 64)}) {
+      auto program = StitchProgram(desc);
+      ASSERT_TRUE(program.ok()) << program.status().ToString();
+      ASSERT_EQ(program->stages.size(), 1u);
+      EXPECT_EQ(program->stages[0].kind, "attention");
+      ExpectCompiles(*program);
+    }
+  }
+}
+
 TEST_F(StitchedProgramTest, AttentionUnfusedIsThreeStagesAndCompiles) {
   for (long long seq : {32, 128}) {
     SCOPED_TRACE("seq " + std::to_string(seq));
