@@ -202,11 +202,9 @@ TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths)
   }
 }
 
-// One query a tile (stitch_attention.cuh, AttentionOneQuery when a warp's
-// keys fit its registers, else the block-wide phases): warps without keys
-// and dimensions that are no multiple of 32 (5 keys of 48, values of 40),
-// 32 keys a warp (250), too many (600); each compiles, also with the A/B
-// switch to the block-wide phases.
+// One query a tile of odd shapes: warps without keys and dimensions that
+// are no multiple of 32 (5 keys of 48, values of 40), 250 keys of 32, 600
+// keys (more than one pass of lanes holds at once); each compiles.
 TEST_F(StitchedProgramTest, OneQueryAttentionCompilesForOddShapes) {
   const auto one_query = [&](long long heads, long long keys, long long d, long long dv) {
     StitchDesc desc;
@@ -220,16 +218,13 @@ TEST_F(StitchedProgramTest, OneQueryAttentionCompilesForOddShapes) {
                                       Dense(6, {heads, 1, dv})}));
     return desc;
   };
-  for (const char* defines : {"", "GPUOS_STITCH_ATTENTION_BLOCK_DECODE"}) {
-    ScopedEnv env("GPUOS_JIT_DEFINES", defines);
-    for (const StitchDesc& desc :
-         {one_query(3, 5, 48, 40), one_query(2, 250, 32, 24), one_query(2, 600, 64, 64)}) {
-      auto program = StitchProgram(desc);
-      ASSERT_TRUE(program.ok()) << program.status().ToString();
-      ASSERT_EQ(program->stages.size(), 1u);
-      EXPECT_EQ(program->stages[0].kind, "attention");
-      ExpectCompiles(*program);
-    }
+  for (const StitchDesc& desc :
+       {one_query(3, 5, 48, 40), one_query(2, 250, 32, 24), one_query(2, 600, 64, 64)}) {
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 1u);
+    EXPECT_EQ(program->stages[0].kind, "attention");
+    ExpectCompiles(*program);
   }
 }
 

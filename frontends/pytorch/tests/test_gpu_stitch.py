@@ -177,10 +177,8 @@ def stitch_notes(monkeypatch):
 # (heads, queries, keys, head dim, value dim, q transposed): queries not a
 # multiple of a tile's 8, odd key counts (one lane per key and several),
 # head dims that split a key over 1 to 8 lanes, a non-contiguous q. One
-# query (a decode step: stitch_attention.cuh, AttentionOneQuery): 129 keys;
-# 5 keys (warps without keys) with dims that are no multiple of 32; 250 keys
-# (32 a warp, the most) and a non-contiguous q; 600 keys (too many a warp:
-# the block-wide phases).
+# query a tile (a decode step): 129 keys; 5 keys with dims that are no
+# multiple of 32; 250 keys and a non-contiguous q; 600 keys.
 ATTENTION_SHAPES = [(8, 32, 32, 64, 64, False), (3, 13, 7, 32, 96, False),
                     (4, 1, 129, 64, 64, False), (2, 20, 200, 128, 16, True),
                     (3, 1, 5, 48, 40, False), (2, 1, 250, 32, 24, True),

@@ -24,9 +24,7 @@
 // dividing kD and 32), kVec 4 when each lane's part of a key is 16-byte
 // aligned and contiguous.
 //
-// One query a tile whose warp's keys fit the registers (a decode step):
-// AttentionOneQuery, below. Otherwise (AttentionBlock):
-// a tile computes queries [m0, m0 + kBM) of one batch item. After the wait
+// A tile computes queries [m0, m0 + kBM) of one batch item. After the wait
 // its first keys (step 2) and values (step 4) are loaded with q's rows, one
 // round trip for all three; the table's output addresses are read before
 // any store (a table load after a store waits for it). Then:
@@ -50,183 +48,9 @@ namespace gpuos {
 namespace device {
 namespace stitch {
 
-// The shape of AttentionOneQuery: warp w takes keys [w * kKeysPerWarp,
-// (w + 1) * kKeysPerWarp), its lanes dimensions lane, lane + 32, ... of q,
-// of every key (kDL a lane) and of every value row (kDvL a lane).
-template <class P>
-struct OneQuery {
-  static constexpr int kKeysPerWarp = (P::kN + kWarps - 1) / kWarps;
-  static constexpr int kDL = (P::kD + 31) / 32;
-  static constexpr int kDvL = (P::kDv + 31) / 32;
-  // One query a tile, and its warp's keys and values fit the registers.
-  // GPUOS_STITCH_ATTENTION_BLOCK_DECODE (a JIT define): the block-wide
-  // phases for one query too, as before (an A/B switch).
-#ifdef GPUOS_STITCH_ATTENTION_BLOCK_DECODE
-  static constexpr bool kUsed = false;
-#else
-  static constexpr bool kUsed =
-      P::kBM == 1 && kKeysPerWarp <= 32 && kKeysPerWarp * (kDL + kDvL) <= 96;
-#endif
-};
-
-// One query a tile (a decode step) in registers, the flash-decoding way
-// inside a block: after the wait every lane loads its parts of q, of its
-// warp's keys and of their value rows at once (one round trip); each key's
-// dot product is summed with shuffles into every lane, so each warp has its
-// keys' scores, their maximum, the sum of their exponentials and its
-// exponential-weighted values without a barrier. The warps' parts meet
-// once in the scratch: the row's maximum M and sum L = sum_w L_w e^(M_w - M),
-// out = sum_w out_w e^(M_w - M) / L, and each warp stores its keys'
-// probabilities e^(s - M) / L. The block-wide phases (AttentionBlock) take
-// eight barriers for the same work. The results equal the unfused tasks'
-// up to the order of the sums (softmax's sum over the row, the product's
-// over the keys).
 template <class P, class Wait>
-__device__ __forceinline__ void AttentionOneQuery(const Tile& t, int tile, unsigned char* smem,
-                                                  const Wait& wait) {
-  using T = typename P::T;
-  using C = compute_type_t<T>;
-  using Shape = OneQuery<P>;
-  constexpr int kKW = Shape::kKeysPerWarp;
-  constexpr int kDL = Shape::kDL;
-  constexpr int kDvL = Shape::kDvL;
-  static_assert(kKW <= 32, "a lane stores one key's score and probability");
-  static_assert((2 + P::kDv) * kWarps * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
-                "the warps' parts must fit the scratch");
-  constexpr bool kKeysInTwo = P::kKtSplit < P::kN;
-  constexpr bool kValuesInTwo = P::kVSplit < P::kN;
-  AssumeShared(smem);
-  const int batch = tile / P::kM;
-  const int m = tile - batch * P::kM;
-  const T* const q = t.ptr<const T>(P::kQ) + P::kQOff + static_cast<long long>(batch) * P::kQSb +
-                     static_cast<long long>(m) * P::kQSm;
-  const T* const kt = t.ptr<const T>(P::kKt) + P::kKtOff + static_cast<long long>(batch) * P::kKtSb;
-  const T* const v = t.ptr<const T>(P::kV) + P::kVOff + static_cast<long long>(batch) * P::kVSb;
-  const T* kt2 = nullptr;
-  const T* v2 = nullptr;
-  if constexpr (kKeysInTwo) {
-    kt2 = t.ptr<const T>(P::kKt2) + P::kKt2Off + static_cast<long long>(batch) * P::kKt2Sb;
-  }
-  if constexpr (kValuesInTwo) {
-    v2 = t.ptr<const T>(P::kV2) + P::kV2Off + static_cast<long long>(batch) * P::kV2Sb;
-  }
-  T* const scores = t.ptr<T>(P::kS) + P::kSOff + static_cast<long long>(batch) * P::kSSb +
-                    static_cast<long long>(m) * P::kSSm;
-  T* const probs = t.ptr<T>(P::kPr) + P::kPrOff + static_cast<long long>(batch) * P::kPrSb +
-                   static_cast<long long>(m) * P::kPrSm;
-  T* const out = t.ptr<T>(P::kO) + P::kOOff + static_cast<long long>(batch) * P::kOSb +
-                 static_cast<long long>(m) * P::kOSm;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int first = warp * kKW;
-
-  wait();
-  C qv[kDL];
-#pragma unroll
-  for (int i = 0; i < kDL; ++i) {
-    const int d = lane + 32 * i;
-    qv[i] = d < P::kD ? convert<C>(Load(q + static_cast<long long>(d) * P::kQSk)) : C(0);
-  }
-  C kv[kKW][kDL];
-  C vv[kKW][kDvL];
-#pragma unroll
-  for (int j = 0; j < kKW; ++j) {
-    const int key = first + j;
-    const bool in = key < P::kN;
-    const bool second_key = kKeysInTwo && key >= P::kKtSplit;
-    const T* const k_row = second_key ? kt2 + static_cast<long long>(key - P::kKtSplit) * P::kKt2Sn
-                                      : kt + static_cast<long long>(in ? key : 0) * P::kKtSn;
-    const long long sk = second_key ? P::kKt2Sk : P::kKtSk;
-#pragma unroll
-    for (int i = 0; i < kDL; ++i) {
-      const int d = lane + 32 * i;
-      kv[j][i] = in && d < P::kD ? convert<C>(Load(k_row + static_cast<long long>(d) * sk)) : C(0);
-    }
-    const bool second_value = kValuesInTwo && key >= P::kVSplit;
-    const T* const v_row = second_value ? v2 + static_cast<long long>(key - P::kVSplit) * P::kV2Sk
-                                        : v + static_cast<long long>(in ? key : 0) * P::kVSk;
-    const long long sn = second_value ? P::kV2Sn : P::kVSn;
-#pragma unroll
-    for (int i = 0; i < kDvL; ++i) {
-      const int d = lane + 32 * i;
-      vv[j][i] = in && d < P::kDv ? convert<C>(Load(v_row + static_cast<long long>(d) * sn)) : C(0);
-    }
-  }
-
-  // This warp's scores (every lane holds all of them), their maximum, the
-  // sum of their exponentials and the exponential-weighted value rows.
-  C s[kKW];
-  C high = ::gpuos::lowest<C>();
-#pragma unroll
-  for (int j = 0; j < kKW; ++j) {
-    C acc = C(0);
-#pragma unroll
-    for (int i = 0; i < kDL; ++i) acc += qv[i] * kv[j][i];
-    s[j] = static_cast<C>(P::kAlpha) * WarpSum(acc);
-    if (first + j < P::kN) high = s[j] > high ? s[j] : high;
-  }
-  C sum = C(0);
-  C acc[kDvL];
-#pragma unroll
-  for (int i = 0; i < kDvL; ++i) acc[i] = C(0);
-#pragma unroll
-  for (int j = 0; j < kKW; ++j) {
-    const C e = first + j < P::kN ? exp(s[j] - high) : C(0);
-    sum += e;
-#pragma unroll
-    for (int i = 0; i < kDvL; ++i) acc[i] += e * vv[j][i];
-  }
-#pragma unroll
-  for (int j = 0; j < kKW; ++j) {
-    if (lane == j && first + j < P::kN) {
-      scores[static_cast<long long>(first + j) * P::kSSn] = convert<T>(s[j]);
-    }
-  }
-
-  // The warps' parts meet in the scratch.
-  C* const highs = reinterpret_cast<C*>(smem);  // [kWarps]
-  C* const sums = highs + kWarps;               // [kWarps]
-  C* const parts = sums + kWarps;               // [kWarps][kDv]
-  if (lane == 0) {
-    highs[warp] = high;
-    sums[warp] = sum;
-  }
-#pragma unroll
-  for (int i = 0; i < kDvL; ++i) {
-    const int d = lane + 32 * i;
-    if (d < P::kDv) parts[warp * P::kDv + d] = acc[i];
-  }
-  __syncthreads();
-  C row_high = highs[0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) row_high = highs[w] > row_high ? highs[w] : row_high;
-  C scale[kWarps];  // e^(M_w - M): a warp without keys has M_w = -inf, so 0
-  C row_sum = C(0);
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    scale[w] = exp(highs[w] - row_high);
-    row_sum += sums[w] * scale[w];
-  }
-#pragma unroll
-  for (int j = 0; j < kKW; ++j) {
-    if (lane == j && first + j < P::kN) {
-      probs[static_cast<long long>(first + j) * P::kPrSn] =
-          convert<T>(exp(s[j] - row_high) / row_sum);
-    }
-  }
-  for (int d = threadIdx.x; d < P::kDv; d += kThreads) {
-    C o = C(0);
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += parts[w * P::kDv + d] * scale[w];
-    out[static_cast<long long>(d) * P::kOSn] = convert<T>(o / row_sum);
-  }
-}
-
-// Queries [m0, m0 + kBM) of one batch item a tile, in block-wide phases
-// (the file comment's steps 1-4).
-template <class P, class Wait>
-__device__ __forceinline__ void AttentionBlock(const Tile& t, int tile, unsigned char* smem,
-                                               const Wait& wait) {
+__device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char* smem,
+                                          const Wait& wait) {
   using T = typename P::T;
   using C = compute_type_t<T>;
   constexpr int kMTiles = (P::kM + P::kBM - 1) / P::kBM;
@@ -529,18 +353,6 @@ __device__ __forceinline__ void AttentionBlock(const Tile& t, int tile, unsigned
     }
   }
   GPUOS_PHASE_MARK(phase_clock, 15);
-}
-
-// Tile `tile` of an attention stage with parameters P (the file comment);
-// `wait()` waits for the stage's inputs. Every thread of the block.
-template <class P, class Wait>
-__device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char* smem,
-                                          const Wait& wait) {
-  if constexpr (OneQuery<P>::kUsed) {
-    AttentionOneQuery<P>(t, tile, smem, wait);
-  } else {
-    AttentionBlock<P>(t, tile, smem, wait);
-  }
 }
 
 }  // namespace stitch
