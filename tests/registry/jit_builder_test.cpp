@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 
 #include "gpuos/cuda_driver.h"
@@ -95,6 +96,39 @@ TEST(JitBuilderTest, JitDefinesBecomeNvrtcOptionsAndBadEntriesAreLeftOut) {
     expected.push_back(define);
   }
   EXPECT_EQ(jit::NvrtcOptions("sm_90", LinkMode::kSeparate), expected);
+}
+
+// GPUOS_JIT_DUMP_DIR: every compiled unit's source and object land in the
+// directory (created if missing), named after the unit; a directory that
+// cannot be written leaves the build as it was.
+TEST(JitBuilderTest, DumpDirReceivesEachUnitsSourceAndObject) {
+  const auto ops = ParseOperators(kSmallPackYaml);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("gpuos_jit_dump_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  {
+    ScopedEnv env("GPUOS_JIT_DUMP_DIR", (dir / "nested").c_str());
+    JitBuilder builder(nullptr, TestOptions("sm_90"));
+    BuildStats stats;
+    ASSERT_TRUE(builder.Compile(ops, &stats).ok());
+  }
+  int sources = 0, objects = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "nested")) {
+    const std::string ext = entry.path().extension().string();
+    EXPECT_GT(entry.file_size(), 0u) << entry.path();
+    sources += ext == ".cu";
+    objects += ext == ".cubin" || ext == ".ltoir";
+  }
+  EXPECT_GE(sources, 2) << "one unit per operator at least";
+  EXPECT_EQ(sources, objects);
+  {
+    ScopedEnv env("GPUOS_JIT_DUMP_DIR", "/proc/gpuos_cannot_write_here");
+    JitBuilder builder(nullptr, TestOptions("sm_90"));
+    BuildStats stats;
+    EXPECT_TRUE(builder.Compile(ops, &stats).ok());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(JitBuilderTest, WarmRebuildHitsTheImageCacheAndCompilesNothing) {

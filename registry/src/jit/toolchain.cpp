@@ -289,6 +289,32 @@ std::vector<std::string> NvJitLinkOptions(const std::string& arch, LinkMode mode
   return options;
 }
 
+namespace {
+
+// Diagnostic: each compiled unit's source and object (a cubin to
+// disassemble with nvdisasm, or LTO-IR) written to GPUOS_JIT_DUMP_DIR as
+// <program name>.cu and .cubin / .ltoir. A unit that cannot be written is
+// reported on stderr; the build goes on.
+void DumpUnit(const GeneratedSource& source, const std::string& object, bool lto) {
+  const std::optional<std::string> dir = GetEnv("GPUOS_JIT_DUMP_DIR");
+  if (!dir || dir->empty()) return;
+  std::error_code error;
+  std::filesystem::create_directories(*dir, error);
+  const std::filesystem::path base = std::filesystem::path(*dir) / source.program_name;
+  const std::pair<std::filesystem::path, const std::string*> files[] = {
+      {std::filesystem::path(base).replace_extension(".cu"), &source.source},
+      {std::filesystem::path(base).replace_extension(lto ? ".ltoir" : ".cubin"), &object}};
+  for (const auto& [path, contents] : files) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    const bool written =
+        f != nullptr && std::fwrite(contents->data(), 1, contents->size(), f) == contents->size();
+    if (f != nullptr) std::fclose(f);
+    if (!written) std::fprintf(stderr, "GPUOS_JIT_DUMP_DIR: could not write %s\n", path.c_str());
+  }
+}
+
+}  // namespace
+
 Expected<std::string> CompileUnit(const GeneratedSource& source, const std::string& arch,
                                   LinkMode mode) {
   GPUOS_ASSIGN_OR_RETURN(const std::string include_dir, ToolkitIncludeDir());
@@ -334,6 +360,7 @@ Expected<std::string> CompileUnit(const GeneratedSource& source, const std::stri
     return Internal(std::string("NVRTC produced no ") + (lto ? "LTO-IR" : "cubin") + " for " +
                     source.program_name + ": " + nvrtcGetErrorString(result));
   }
+  DumpUnit(source, object, lto);
   return object;
 }
 
