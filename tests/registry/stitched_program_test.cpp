@@ -150,8 +150,7 @@ class StitchedProgramTest : public ::testing::Test {
 
 std::vector<OperatorSpec>* StitchedProgramTest::ops_ = nullptr;
 
-// Batches 1 and 3 share each layer_norm row between warps (8 and 2 warps
-// a row: NormWarpsPerRow), batch 8 gives each warp a row.
+// Batch 3: fewer rows than warps and not a power of two.
 TEST_F(StitchedProgramTest, MlpIsOneStagePerTaskInAChainAndCompiles) {
   for (long long rows : {1, 3, 8}) {
     SCOPED_TRACE("batch " + std::to_string(rows));
@@ -327,15 +326,6 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
 // stage code compiles without it (GPUOS_NO_SHARED_SCRATCH_HINT), and the
 // standard operators that read the scratch with it
 // (GPUOS_OPERATOR_SCRATCH_HINT).
-// The A/B switch back to one warp a normalized row compiles (the products'
-// prologue and the final layer_norm of the mlp at batch 1).
-TEST_F(StitchedProgramTest, OneWarpANormRowSwitchCompiles) {
-  ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_STITCH_NORM_ONE_WARP");
-  auto program = StitchProgram(Mlp(1));
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  ExpectCompiles(*program);
-}
-
 TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
   {
     ScopedEnv defines("GPUOS_JIT_DEFINES", "GPUOS_NO_SHARED_SCRATCH_HINT");

@@ -105,25 +105,6 @@ __device__ __forceinline__ C WarpMax(C v) {
   return v;
 }
 
-// How many warps share each normalized row when a tile has fewer rows than
-// warps (the products' layer_norm prologue, stitch_matmul.cuh; the norms
-// of stitch_rows.cuh): kWarps / rows, at most `per_lane` (each warp keeps at
-// least one element a lane). Each of them computes the row's statistics and
-// normalizes (and applies the activation to) elements lane + 32 * i for i =
-// its part modulo the count: one warp normalizing a whole row of 256 with a
-// gelu held the other seven at the barrier. GPUOS_STITCH_NORM_ONE_WARP (a
-// JIT define): one warp a row, as before (an A/B switch).
-__host__ __device__ constexpr int NormWarpsPerRow(int rows, int per_lane) {
-#ifdef GPUOS_STITCH_NORM_ONE_WARP
-  (void)rows;
-  (void)per_lane;
-  return 1;
-#else
-  const int warps = rows >= kWarps || rows < 1 ? 1 : kWarps / rows;
-  return warps < per_lane ? warps : (per_lane < 1 ? 1 : per_lane);
-#endif
-}
-
 // One tile of a stitched task: its buffers and its stage's synchronization.
 // Buffer addresses are read from the task's table in device memory where a
 // stage needs them (each stage reads its few once, before it waits), not

@@ -100,21 +100,13 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
       p.a + static_cast<long long>(batch) * P::kASb + static_cast<long long>(m0) * P::kASm;
   if constexpr (P::kNorm != 0) {
     constexpr int kPerLane = (P::kK + 31) / 32;
-    // kWarpsPerRow warps a row (fewer rows than warps: one row, a decode
-    // step or a batch of 1): each computes the row's mean and variance and
-    // normalizes its share of the elements, lane + 32 * i for i = part
-    // modulo kWarpsPerRow, instead of one warp normalizing (and applying
-    // the activation to) the whole row while the others wait.
-    constexpr int kWarpsPerRow = NormWarpsPerRow(P::kBM, kPerLane);
     const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
-    const int part = warp % kWarpsPerRow;
     const T* const weight = p.weight;
     const T* const bias = p.bias;
-    for (int m = warp / kWarpsPerRow; m < P::kBM; m += kWarps / kWarpsPerRow) {
+    for (int m = threadIdx.x >> 5; m < P::kBM; m += kWarps) {
       C* const dst = rows + m * P::kK;
       if (m0 + m >= P::kM) {
-        for (int k = lane + 32 * part; k < P::kK; k += 32 * kWarpsPerRow) dst[k] = C(0);
+        for (int k = lane; k < P::kK; k += 32) dst[k] = C(0);
         continue;
       }
       const T* const src = a + static_cast<long long>(m) * P::kASm;
@@ -123,10 +115,9 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
       for (int i = 0; i < kPerLane; ++i) {
         const int k = lane + 32 * i;
         const bool in = k < P::kK;
-        const bool mine = in && i % kWarpsPerRow == part;
         x[i] = in ? convert<C>(Load(src + k * P::kASk)) : C(0);
-        w[i] = mine ? convert<C>(Load(weight + k * P::kGS)) : C(0);
-        b[i] = mine ? convert<C>(Load(bias + k * P::kHS)) : C(0);
+        w[i] = in ? convert<C>(Load(weight + k * P::kGS)) : C(0);
+        b[i] = in ? convert<C>(Load(bias + k * P::kHS)) : C(0);
       }
       C sum = C(0);
 #pragma unroll
@@ -143,7 +134,7 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int k = lane + 32 * i;
-        if (k < P::kK && i % kWarpsPerRow == part) {
+        if (k < P::kK) {
           dst[k] = convert<C>(NormOutput<T>((x[i] - mean) * scale * w[i] + b[i], P::kNorm - 1));
         }
       }

@@ -13,9 +13,7 @@
 // layer_norm, bias kH + kHOff (stride kHS), kEps and kAct, and
 // kParametersReady when the program does not write them (they are then read
 // before the wait). A warp handles
-// kRowsPerTile / 8 rows (rounded up) and reads all of them in one round; a
-// norm's tile of fewer rows than warps shares each row between warps
-// (NormWarpsPerRow, stitch.cuh).
+// kRowsPerTile / 8 rows (rounded up) and reads all of them in one round.
 #pragma once
 
 #include "gpuos/device/dtype_traits.cuh"
@@ -34,16 +32,9 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
   using C = compute_type_t<T>;
   constexpr bool kNorm = P::kKind == kLayerNorm || P::kKind == kRmsNorm;
   constexpr int kPerLane = (P::kL + 31) / 32;
-  // A norm's row shared by kWarpsPerRow warps when a tile has fewer rows
-  // than warps (NormWarpsPerRow): each takes elements i = part modulo it.
-  constexpr int kTileRows = P::kRowsPerTile < P::kRows ? P::kRowsPerTile : P::kRows;
-  constexpr int kWarpsPerRow = kNorm ? NormWarpsPerRow(kTileRows, kPerLane) : 1;
-  constexpr int kRowWarps = kWarps / kWarpsPerRow;  // rows handled at once
-  constexpr int kRowsPerWarp = (P::kRowsPerTile + kRowWarps - 1) / kRowWarps;
+  constexpr int kRowsPerWarp = (P::kRowsPerTile + kWarps - 1) / kWarps;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int part = warp % kWarpsPerRow;
-  const int row_warp = warp / kWarpsPerRow;  // kRowWarps and up: none (a row of idle warps)
   const T* const in = t.ptr<const T>(P::kIn) + P::kInOff;
   T* const out = t.ptr<T>(P::kOut) + P::kOutOff;
   C w[kNorm ? kPerLane : 1];
@@ -55,14 +46,14 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int j = lane + 32 * i;
-        w[i] = j < P::kL && i % kWarpsPerRow == part ? convert<C>(Load(weight + j * P::kGS)) : C(0);
+        w[i] = j < P::kL ? convert<C>(Load(weight + j * P::kGS)) : C(0);
       }
     }
     if constexpr (P::kKind == kLayerNorm) {
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int j = lane + 32 * i;
-        h[i] = j < P::kL && i % kWarpsPerRow == part ? convert<C>(Load(bias + j * P::kHS)) : C(0);
+        h[i] = j < P::kL ? convert<C>(Load(bias + j * P::kHS)) : C(0);
       }
     }
   };
@@ -77,7 +68,7 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
   C x[kRowsPerWarp][kPerLane];
 #pragma unroll
   for (int q = 0; q < kRowsPerWarp; ++q) {
-    const long long r = row_warp < kRowWarps ? first + row_warp + kRowWarps * q : end;
+    const long long r = first + warp + kWarps * q;
     const T* const src = in + (r < end ? P::InRow(r) : 0);
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
@@ -87,7 +78,7 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
   }
 #pragma unroll
   for (int q = 0; q < kRowsPerWarp; ++q) {
-    const long long r = row_warp < kRowWarps ? first + row_warp + kRowWarps * q : end;
+    const long long r = first + warp + kWarps * q;
     if (r >= end) continue;
     T* const dst = out + P::OutRow(r);
     if constexpr (P::kKind == kLayerNorm) {
@@ -106,9 +97,7 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int j = lane + 32 * i;
-        if (j < P::kL && i % kWarpsPerRow == part) {
-          dst[j * P::kOutSL] = NormOutput<T>(x[q][i] * scale * w[i] + h[i], P::kAct);
-        }
+        if (j < P::kL) dst[j * P::kOutSL] = NormOutput<T>(x[q][i] * scale * w[i] + h[i], P::kAct);
       }
     } else if constexpr (P::kKind == kRmsNorm) {
       C squares = C(0);
@@ -119,9 +108,7 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int j = lane + 32 * i;
-        if (j < P::kL && i % kWarpsPerRow == part) {
-          dst[j * P::kOutSL] = NormOutput<T>(x[q][i] * scale * w[i], P::kAct);
-        }
+        if (j < P::kL) dst[j * P::kOutSL] = NormOutput<T>(x[q][i] * scale * w[i], P::kAct);
       }
     } else {
       C high = x[q][0];
