@@ -151,7 +151,8 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
     namespace bridge = gpuos::torch_bridge;
     GPUOS_ASSIGN_OR_RETURN(auto spec, bridge::ParseProgramSpec(program_json));
     std::string note;
-    if (bridge::StitchingEnabled() && spec.tasks.size() >= bridge::kMinStitchedTasks) {
+    GPUOS_ASSIGN_OR_RETURN(const bool stitching, bridge::StitchingEnabled());
+    if (stitching && spec.tasks.size() >= bridge::kMinStitchedTasks) {
       GPUOS_ASSIGN_OR_RETURN(auto attempt, bridge::StitchSpec(*runtime->runtime, spec));
       if (attempt.program) {
         note = attempt.program->op.name + " (" + attempt.program->op.description + ")";

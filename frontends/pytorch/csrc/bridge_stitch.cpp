@@ -39,9 +39,9 @@ bool IsBuiltin(const registry::OperatorSpec& served) {
 
 }  // namespace
 
-bool StitchingEnabled() {
-  const auto value = GetEnv("GPUOS_STITCH");
-  return !value || *value != "0";
+Expected<bool> StitchingEnabled() {
+  GPUOS_ASSIGN_OR_RETURN(const auto value, GetEnvInteger("GPUOS_STITCH", 0, 1, "0 or 1"));
+  return value.value_or(1) != 0;
 }
 
 Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec& spec) {
@@ -54,8 +54,9 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
                          GetEnvInteger("GPUOS_STITCH_BLOCKS", 1, 4096, "a block count"));
   if (blocks) desc.worker_blocks = static_cast<unsigned int>(*blocks);
   // A diagnostic: GPUOS_STITCH_ATTENTION=0 keeps attention's three stages.
-  const auto fuse_attention = GetEnv("GPUOS_STITCH_ATTENTION");
-  desc.fuse_attention = !fuse_attention || *fuse_attention != "0";
+  GPUOS_ASSIGN_OR_RETURN(const auto fuse_attention,
+                         GetEnvInteger("GPUOS_STITCH_ATTENTION", 0, 1, "0 or 1"));
+  desc.fuse_attention = fuse_attention.value_or(1) != 0;
   std::deque<registry::OperatorSpec> fused;  // stable addresses for desc's pointers
   for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
     const TaskSpec& task = spec.tasks[i];

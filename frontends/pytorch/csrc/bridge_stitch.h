@@ -14,9 +14,10 @@
 
 namespace gpuos::torch_bridge {
 
-// Whether programs are stitched: GPUOS_STITCH unset, or set to anything but
-// "0".
-bool StitchingEnabled();
+// Whether programs are stitched: GPUOS_STITCH unset (or empty) or "1"; "0"
+// turns it off. InvalidArgument naming the variable for anything else (a
+// misspelt "off" must not leave it on silently).
+Expected<bool> StitchingEnabled();
 
 // Programs with fewer tasks are not stitched: a stitched operator costs an
 // image rebuild (an epoch switch) at the first call, and one task gains

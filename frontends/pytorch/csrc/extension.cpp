@@ -378,10 +378,17 @@ class Program {
 
   const bool timing_on_ = gpuos_torch_host_timing_on() != 0;
   // GPUOS_TORCH_OVERLAP=0: no work between a run's start and its finish
-  // (for A/B runs; docs/pytorch.md).
+  // (for A/B runs; docs/pytorch.md); "1" or unset: on; anything else is a
+  // ValueError when the program is made (a misspelt "off" must not leave it
+  // on silently).
   const bool overlap_ = [] {
     const char* value = std::getenv("GPUOS_TORCH_OVERLAP");
-    return value == nullptr || std::string(value) != "0";
+    const std::string text = value == nullptr ? "" : value;
+    if (text != "" && text != "0" && text != "1") {
+      throw std::invalid_argument("GPUOS_TORCH_OVERLAP must be 0 or 1 (unset: 1); got '" + text +
+                                  "'");
+    }
+    return text != "0";
   }();
   std::shared_ptr<Runtime> runtime_;
   std::vector<Layout> inputs_;

@@ -87,7 +87,7 @@ def available(device: int = 0) -> tuple[bool, str]:
         return False, _runtime.EXTENSION_ERROR or "no extension"
     try:
         _runtime.runtime(device)
-    except RuntimeError as error:
+    except (RuntimeError, ValueError) as error:  # ValueError: a switch set to neither 0 nor 1
         return False, str(error)
     return True, ""
 

@@ -46,8 +46,12 @@ _FLOATS = ("f32", "f64", "f16", "bf16")
 
 
 def enabled() -> bool:
-    """Fusion is on unless GPUOS_FUSION=0."""
-    return os.environ.get("GPUOS_FUSION", "1") != "0"
+    """Fusion is on unless GPUOS_FUSION=0 ("1" or unset: on). Anything else is
+    a ValueError naming the variable: a misspelt "off" must not leave it on."""
+    value = os.environ.get("GPUOS_FUSION", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"GPUOS_FUSION must be 0 or 1 (unset: 1); got {value!r}")
+    return value != "0"
 
 
 @dataclass

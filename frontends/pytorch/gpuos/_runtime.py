@@ -96,10 +96,28 @@ def trace_capacity() -> int:
     return value
 
 
+# On/off switches: "0" off, "1" or unset on (docs/pytorch.md, "Configuration
+# at run time"). GPUOS_FUSION is read in Python, the others by the extension.
+SWITCHES = ("GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION", "GPUOS_TORCH_OVERLAP",
+            "GPUOS_TORCH_OPEN_LATER")
+
+
+def check_switches() -> None:
+    """Raises ValueError naming the first switch set to anything but 0 or 1
+    (a misspelt "off" must not leave a switch on silently)."""
+    for name in SWITCHES:
+        value = os.environ.get(name, "")
+        if value not in ("", "0", "1"):
+            raise ValueError(f"{name} must be 0 or 1 (unset: 1); got {value!r}")
+
+
 def runtime(device_index: int) -> Any:
     """The runtime of CUDA device `device_index`, opened on first use (the
     first open builds or loads the kernel image). Raises RuntimeError with
-    the reason when there is none (no extension, no CUDA device)."""
+    the reason when there is none (no extension, no CUDA device), and
+    ValueError for a switch set to anything but 0 or 1 (check_switches; the
+    extension checks its own again when it reads them)."""
+    check_switches()
     if _C is None:
         raise RuntimeError(EXTENSION_ERROR)
     with _lock:

@@ -164,3 +164,24 @@ def test_results_keep_the_function_s_output_structure():
     nested = unflattener(pytree.tree_flatten((1, (2,)))[1])
     assert nested not in (tuple, list)
     assert type(nested([leaves[0], leaves[1]])[1]) is tuple
+
+
+@pytest.mark.parametrize("name", ["GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION",
+                                  "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER"])
+@pytest.mark.parametrize("value", ["off", "false", "2", " 0"])
+def test_a_switch_set_to_anything_but_0_or_1_is_refused_by_name(monkeypatch, name, value):
+    """Checked before the runtime opens (and GPUOS_FUSION where it is read),
+    so this runs without a GPU too; 0, 1 and unset are accepted."""
+    from gpuos import _runtime
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=f"{name} must be 0 or 1"):
+        _runtime.check_switches()
+    if name == "GPUOS_FUSION":
+        from gpuos import _fusion
+
+        with pytest.raises(ValueError, match="GPUOS_FUSION must be 0 or 1"):
+            _fusion.enabled()
+    for good in ("0", "1", ""):
+        monkeypatch.setenv(name, good)
+        _runtime.check_switches()
