@@ -32,6 +32,7 @@ def test_split_program_matches_eager():
     f = gpuos.compile(sandwich, executor="reference")
     for _ in range(3):
         got, want = f(x, w), sandwich(x, w)
+        assert type(got) is tuple
         for have, expected in zip(got, want):
             assert have.dtype == expected.dtype and have.shape == expected.shape
             torch.testing.assert_close(have, expected)
@@ -254,3 +255,23 @@ def test_graph_returning_a_parameter_and_an_input():
     torch.testing.assert_close(got[0], torch.cumsum(x, 0) * 2 + 1)
     assert got[1] is model.weight and got[2] is x
     assert gpuos.stats()["split_calls"] == 1
+
+
+def test_split_program_returns_the_function_s_containers():
+    """A list (and a dict) come back as the function returned them, not as the
+    traced graph's immutable_list / immutable_dict."""
+
+    def listed(x, w):
+        y = torch.relu(x @ w) * 2 + 1
+        z = torch.cumsum(y, 1)  # eager
+        return [(z * 0.5).tanh() + y, {"z": z}]
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    f = gpuos.compile(listed, executor="reference")
+    for _ in range(2):
+        got, want = f(x, w), listed(x, w)
+        assert type(got) is list and type(got[1]) is dict
+        got.append(None)  # a plain list
+        torch.testing.assert_close(got[0], want[0])
+        torch.testing.assert_close(got[1]["z"], want[1]["z"])
+    assert f.last_plan() is not None
