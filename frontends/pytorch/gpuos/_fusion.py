@@ -25,10 +25,10 @@ dropped.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import _runtime
 from ._packs import STANDARD_OPERATORS
 from ._program import CONSTANT, INTERMEDIATE, Program, Task, View
 
@@ -46,12 +46,9 @@ _FLOATS = ("f32", "f64", "f16", "bf16")
 
 
 def enabled() -> bool:
-    """Fusion is on unless GPUOS_FUSION=0 ("1" or unset: on). Anything else is
-    a ValueError naming the variable: a misspelt "off" must not leave it on."""
-    value = os.environ.get("GPUOS_FUSION", "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"GPUOS_FUSION must be 0 or 1 (unset: 1); got {value!r}")
-    return value != "0"
+    """Fusion is on unless GPUOS_FUSION=0 (_runtime.switch_on: anything but 0
+    or 1 is a ValueError naming the variable)."""
+    return _runtime.switch_on("GPUOS_FUSION")
 
 
 @dataclass

@@ -102,13 +102,20 @@ SWITCHES = ("GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION", "GPUOS_TOR
             "GPUOS_TORCH_OPEN_LATER")
 
 
+def switch_on(name: str) -> bool:
+    """Whether switch `name` is on: "1" or unset (or empty); "0" is off.
+    ValueError naming it for anything else (a misspelt "off" must not leave
+    a switch on silently)."""
+    value = os.environ.get(name, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{name} must be 0 or 1 (unset: 1); got {value!r}")
+    return value != "0"
+
+
 def check_switches() -> None:
-    """Raises ValueError naming the first switch set to anything but 0 or 1
-    (a misspelt "off" must not leave a switch on silently)."""
+    """Raises ValueError naming the first of SWITCHES set to anything but 0 or 1."""
     for name in SWITCHES:
-        value = os.environ.get(name, "")
-        if value not in ("", "0", "1"):
-            raise ValueError(f"{name} must be 0 or 1 (unset: 1); got {value!r}")
+        switch_on(name)
 
 
 def runtime(device_index: int) -> Any:
