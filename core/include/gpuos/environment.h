@@ -13,6 +13,7 @@
 // | GPUOS_PTXAS_INFO   | image builds print ptxas's report per unit | off                            |
 // | GPUOS_OPERATOR_PRESERVE | registers an operator preserves (0: default ABI) | 0                    |
 // | GPUOS_JIT_DEFINES  | NAME[=VALUE] ... macros for image builds  | (none)                           |
+// | GPUOS_JIT_DUMP_DIR | image builds write each unit's source and object here | off                  |
 // | GPUOS_DEMO_SAMPLES | `gpuos demo` lists every timed run       | off                              |
 // | GPUOS_DEMO_TRACE   | `gpuos demo` writes its task timeline here | off                            |
 // clang-format on
