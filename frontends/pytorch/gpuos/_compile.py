@@ -24,7 +24,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.utils._pytree as pytree
-from torch.fx.immutable_collections import immutable_dict, immutable_list
 
 from . import _runtime
 from ._fusion import enabled as fusion_enabled, optimize
@@ -63,29 +62,16 @@ def _children(spec: Any) -> list:
     return list(children()) if callable(children) else list(spec.children_specs)
 
 
-# The containers of a traced graph's output node (torch.fx) as the function
-# returned them.
-_PLAIN_CONTAINERS = {immutable_list: list, immutable_dict: dict}
-
-
-def _plain(spec: Any) -> Any:
-    if spec.is_leaf():
-        return spec
-    return pytree.TreeSpec(_PLAIN_CONTAINERS.get(spec.type, spec.type), spec.context,
-                           [_plain(c) for c in _children(spec)])
-
-
 def unflattener(spec: Any) -> Callable[[list], Any]:
-    """The function that makes a call's result from its flat output list, with
-    the containers the function returned (a list, not the traced graph's
-    immutable_list): one tensor, a plain tuple or list of tensors (a decoder
-    step's five outputs: tuple(), 0.1 us, where pytree.tree_unflatten takes
-    about 2 us of Python), or any other tree of `spec`."""
+    """The function that makes a call's result from its flat output list
+    (`spec`: the program's output_spec, whose containers are the function's:
+    _lowering.plain_containers): one tensor, a plain tuple or list of tensors
+    (a decoder step's five outputs: tuple(), 0.1 us, where
+    pytree.tree_unflatten takes about 2 us of Python), or any other tree."""
     if spec is None:
         return list
     if spec.is_leaf():
         return _first
-    spec = _plain(spec)
     if spec.type in (tuple, list) and all(c.is_leaf() for c in _children(spec)):
         return spec.type
     return lambda outputs: pytree.tree_unflatten(outputs, spec)

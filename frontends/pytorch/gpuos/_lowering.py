@@ -19,6 +19,7 @@ from typing import Any, Iterable, Optional, Sequence
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch.fx.immutable_collections import immutable_dict, immutable_list
 
 from ._packs import GPUOS_DTYPES, STANDARD_OPERATORS
 from ._program import CONSTANT, INPUT, INTERMEDIATE, OUTPUT, Buffer, Program, Result, Task, View
@@ -280,6 +281,20 @@ def _value_of(node_or_const: Any, env: dict) -> Any:
     return env[node_or_const] if isinstance(node_or_const, torch.fx.Node) else node_or_const
 
 
+def plain_containers(value: Any) -> Any:
+    """A graph output node's argument with the traced graph's immutable_list
+    and immutable_dict as the list and dict the function returned, so that
+    what is rebuilt from it (a program's output_spec, a split plan's output)
+    has the function's containers. Other containers (a namedtuple,
+    torch.return_types) are kept as they are."""
+    if type(value) in (list, tuple, immutable_list):
+        items = [plain_containers(v) for v in value]
+        return tuple(items) if type(value) is tuple else items
+    if type(value) in (dict, immutable_dict):
+        return {k: plain_containers(v) for k, v in value.items()}
+    return value
+
+
 def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
           split: bool = False) -> Program:
     """Lowers `gm` (aten level, with node.meta['val'], as make_fx makes it)
@@ -366,7 +381,7 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[torch.Tensor],
             except Unsupported as e:
                 give_up(node, name, str(e))
         elif node.op == "output":
-            leaves, output_spec = pytree.tree_flatten(node.args[0])
+            leaves, output_spec = pytree.tree_flatten(plain_containers(node.args[0]))
             outputs = [_value_of(leaf, env) for leaf in leaves]
         else:
             unsupported[node.op] = f"{node.op} nodes are not lowered (trace to aten with make_fx)"

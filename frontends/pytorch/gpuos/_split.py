@@ -24,10 +24,9 @@ from typing import Any, Optional, Sequence, Union
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
-from torch.fx.immutable_collections import immutable_dict, immutable_list
 
 from ._fusion import enabled as fusion_enabled, optimize
-from ._lowering import lower, overload_name
+from ._lowering import lower, overload_name, plain_containers
 from ._program import Program
 
 # A segment with fewer tasks than this runs eagerly when the graph is split.
@@ -135,19 +134,6 @@ class Plan:
         return pytree.tree_map(value, self.output), stats
 
 
-def _plain_containers(value: Any) -> Any:
-    """The output node's argument with the traced graph's immutable_list and
-    immutable_dict as the list and dict the function returned (Plan.run's
-    tree_map keeps the container types it is given). Other containers (a
-    namedtuple, torch.return_types) are kept as they are."""
-    if type(value) in (list, tuple, immutable_list):
-        items = [_plain_containers(v) for v in value]
-        return tuple(items) if type(value) is tuple else items
-    if type(value) in (dict, immutable_dict):
-        return {k: _plain_containers(v) for k, v in value.items()}
-    return value
-
-
 def _attribute(gm: torch.fx.GraphModule, target: str) -> Any:
     value: Any = gm
     for part in target.split("."):
@@ -218,7 +204,7 @@ def build_plan(gm: torch.fx.GraphModule, classification: Program) -> Plan:
         else:
             raise ValueError(f"{node.op} nodes cannot be split (trace to aten with make_fx)")
     close()
-    return Plan(gm, steps, placeholders, attributes, _plain_containers(output))
+    return Plan(gm, steps, placeholders, attributes, plain_containers(output))
 
 
 def _node_args(node: torch.fx.Node) -> list[torch.fx.Node]:
