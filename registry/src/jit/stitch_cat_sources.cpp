@@ -39,12 +39,8 @@ struct Span {
 };
 Span SpanOf(std::uint32_t buffer, long long offset, const long long* sizes,
             const long long* strides, std::size_t rank) {
-  Span s{buffer, offset, offset};
-  for (std::size_t d = 0; d < rank; ++d) {
-    const long long extent = (sizes[d] - 1) * strides[d];
-    (extent < 0 ? s.low : s.high) += extent;
-  }
-  return s;
+  const ElementBounds bounds = BoundsOf(offset, sizes, strides, rank);
+  return Span{buffer, bounds.low, bounds.high};
 }
 Span SpanOf(const StitchView& v) {
   return SpanOf(v.buffer, v.offset, v.sizes.data(), v.strides.data(), v.sizes.size());

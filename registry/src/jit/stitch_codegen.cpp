@@ -286,6 +286,16 @@ std::string DoubleLiteral(double value) {
   return s;
 }
 
+ElementBounds BoundsOf(long long offset, const long long* sizes, const long long* strides,
+                       std::size_t rank) {
+  ElementBounds bounds{offset, offset};
+  for (std::size_t d = 0; d < rank; ++d) {
+    const long long extent = (sizes[d] - 1) * strides[d];
+    (extent < 0 ? bounds.low : bounds.high) += extent;
+  }
+  return bounds;
+}
+
 Dims Coalesce(const std::vector<long long>& sizes, const std::vector<long long>& strides) {
   Dims d;
   for (std::size_t i = 0; i < sizes.size(); ++i) {

@@ -146,6 +146,14 @@ using StitchCode = GeneratedCode;
 StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t table_entries,
                               std::uint32_t total_tiles, const std::string& virtual_file);
 
+// The lowest and highest element offsets a strided view of `rank`
+// dimensions may touch (a negative stride extends it downwards).
+struct ElementBounds {
+  long long low = 0, high = 0;
+};
+ElementBounds BoundsOf(long long offset, const long long* sizes, const long long* strides,
+                       std::size_t rank);
+
 // `value` as a C++ double literal that reads back exactly.
 std::string DoubleLiteral(double value);
 

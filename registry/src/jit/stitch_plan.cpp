@@ -183,12 +183,9 @@ class Planner {
 
   static Range RangeOf(const StitchView& v) {
     const long long item = static_cast<long long>(DTypeSize(v.dtype));
-    long long low = v.offset, high = v.offset;
-    for (std::size_t d = 0; d < v.sizes.size(); ++d) {
-      const long long span = (v.sizes[d] - 1) * v.strides[d];
-      (span < 0 ? low : high) += span;
-    }
-    return Range{v.buffer, low * item, (high + 1) * item, v};
+    const jit::ElementBounds e =
+        jit::BoundsOf(v.offset, v.sizes.data(), v.strides.data(), v.sizes.size());
+    return Range{v.buffer, e.low * item, (e.high + 1) * item, v};
   }
 
   // Whether two views with the same strides are disjoint, proven as for
