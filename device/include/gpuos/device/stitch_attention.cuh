@@ -48,6 +48,33 @@ namespace gpuos {
 namespace device {
 namespace stitch {
 
+// Step 3 for one row of the scores: its elements j = first, first +
+// stride, ... in `row` (the scratch) become the probabilities, there and
+// in `probs_row`; max_of and sum_of combine a value over the threads that
+// share the row (a warp's shuffles, or the block's through the scratch).
+template <class P, class MaxOf, class SumOf>
+__device__ __forceinline__ void SoftmaxRow(compute_type_t<typename P::T>* row,
+                                           typename P::T* probs_row, int first, int stride,
+                                           const MaxOf& max_of, const SumOf& sum_of) {
+  using T = typename P::T;
+  using C = compute_type_t<T>;
+  C high = ::gpuos::lowest<C>();
+  for (int j = first; j < P::kN; j += stride) high = row[j] > high ? row[j] : high;
+  high = max_of(high);
+  C sum = C(0);
+  for (int j = first; j < P::kN; j += stride) {
+    const C e = exp(row[j] - high);
+    row[j] = e;
+    sum += e;
+  }
+  sum = sum_of(sum);
+  for (int j = first; j < P::kN; j += stride) {
+    const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
+    row[j] = p;
+    probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+  }
+}
+
 template <class P, class Wait>
 __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char* smem,
                                           const Wait& wait) {
@@ -241,55 +268,37 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   // needed), instead of one warp walking the whole row.
   constexpr bool kWideSoftmax = P::kBM == 1 && P::kD >= 2 * kWarps;
   if constexpr (kWideSoftmax) {
-    C* const row = ps;
-    C* const highs = qs;            // [kWarps]
-    C* const sums = qs + kWarps;    // [kWarps]
-    C high = ::gpuos::lowest<C>();  // rows past kM cannot occur: kBM is 1
-    for (int j = threadIdx.x; j < P::kN; j += kThreads) high = row[j] > high ? row[j] : high;
-    high = WarpMax(high);
-    if (lane == 0) highs[warp] = high;
-    __syncthreads();
-    high = highs[0];
+    // Maxima and sums in slots of their own. Rows past kM cannot occur:
+    // kBM is 1.
+    C* const highs = qs;          // [kWarps]
+    C* const sums = qs + kWarps;  // [kWarps]
+    const auto block_max = [&](C v) {
+      v = WarpMax(v);
+      if (lane == 0) highs[warp] = v;
+      __syncthreads();
+      v = highs[0];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) high = highs[w] > high ? highs[w] : high;
-    C sum = C(0);
-    for (int j = threadIdx.x; j < P::kN; j += kThreads) {
-      const C e = exp(row[j] - high);
-      row[j] = e;
-      sum += e;
-    }
-    sum = WarpSum(sum);
-    if (lane == 0) sums[warp] = sum;
-    __syncthreads();
-    sum = sums[0];
+      for (int w = 1; w < kWarps; ++w) v = highs[w] > v ? highs[w] : v;
+      return v;
+    };
+    const auto block_sum = [&](C v) {
+      v = WarpSum(v);
+      if (lane == 0) sums[warp] = v;
+      __syncthreads();
+      v = sums[0];
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) sum += sums[w];
-    T* const probs_row = probs + static_cast<long long>(m0) * P::kPrSm;
-    for (int j = threadIdx.x; j < P::kN; j += kThreads) {
-      const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
-      row[j] = p;
-      probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
-    }
+      for (int w = 1; w < kWarps; ++w) v += sums[w];
+      return v;
+    };
+    SoftmaxRow<P>(ps, probs + static_cast<long long>(m0) * P::kPrSm, threadIdx.x, kThreads,
+                  block_max, block_sum);
   } else {
+    const auto warp_max = [&](C v) { return WarpMax(v); };
+    const auto warp_sum = [&](C v) { return WarpSum(v); };
     for (int m = warp; m < P::kBM; m += kWarps) {
       if (m0 + m >= P::kM) continue;
-      C* const row = ps + m * P::kN;
-      C high = ::gpuos::lowest<C>();
-      for (int j = lane; j < P::kN; j += 32) high = row[j] > high ? row[j] : high;
-      high = WarpMax(high);
-      C sum = C(0);
-      for (int j = lane; j < P::kN; j += 32) {
-        const C e = exp(row[j] - high);
-        row[j] = e;
-        sum += e;
-      }
-      sum = WarpSum(sum);
-      T* const probs_row = probs + static_cast<long long>(m0 + m) * P::kPrSm;
-      for (int j = lane; j < P::kN; j += 32) {
-        const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
-        row[j] = p;
-        probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
-      }
+      SoftmaxRow<P>(ps + m * P::kN, probs + static_cast<long long>(m0 + m) * P::kPrSm, lane, 32,
+                    warp_max, warp_sum);
     }
   }
   __syncthreads();
