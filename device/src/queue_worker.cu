@@ -162,12 +162,19 @@ __device__ __forceinline__ unsigned int FirstRootHelpers(const Submission& sub) 
 // word) into the device mirrors. The last word of a task descriptor holds
 // its dependency counter: the thread that stores it initializes the task's
 // NodeState too; a tiled first root's with tile 0 claimed (by the admitting
-// block) and its helper tickets set.
+// block) and its helper tickets set. The first word holds the flags: the
+// admission's own kTaskTilesCountInSubmission is set or cleared there.
 __device__ __forceinline__ void StoreGraphWord(const Queue& q, const Submission& sub,
                                                unsigned int slot, unsigned int i, int4 v) {
   const unsigned int task_words = sub.task_count * kTaskWords;
   const unsigned int tensor_words = sub.tensor_count * kTensorWords;
   if (i < task_words) {
+    if (i % kTaskWords == 0) {  // TaskDesc::flags is the high half of .w (abi.h)
+      const int flag = static_cast<int>(gpuos::device::kTaskTilesCountInSubmission) << 16;
+      const bool counts =
+          gpuos::device::SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
+      v.w = counts ? v.w | flag : v.w & ~flag;
+    }
     reinterpret_cast<int4*>(q.tasks + sub.task_begin)[i] = v;
     if (i % kTaskWords == kTaskWords - 1) {
       // TaskDesc's last word: dependency_counter, successor_begin,
@@ -316,7 +323,10 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
   }
   const unsigned int helpers = sub.task_count == 0 ? 0u : FirstRootHelpers(sub);
   if (threadIdx.x == 0) {
-    q.remaining[slot] = sub.task_count + helpers;  // the helpers' references count too
+    // The helpers' references count too; a lone tiled task's tiles count
+    // one by one (SubmissionCountsTiles).
+    const bool counts = gpuos::device::SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
+    q.remaining[slot] = (counts ? sub.first_root_tiles : sub.task_count) + helpers;
     q.sequences[slot] = sub.sequence;
   }
   // No fence here: whatever hands a task of this submission to another
@@ -601,7 +611,10 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         }
         const unsigned int tiles = desc.num_tiles == 0 ? 1u : desc.num_tiles;
         sole_successor = tiles == 1 ? SoleSuccessor(q, cache, at) : kNoTask;
-        if (claimed) recorder->Start(q, desc, t);
+        if (claimed) {
+          recorder->Start(q, desc, t);
+          completions->fenced = false;  // the tile's results are not fenced yet
+        }
       }
     }
     __syncthreads();
@@ -690,6 +703,14 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // the blocks already running claim what is left.
         int early_left = 0;
         if (tiles <= gridDim.x) early_left = atomicExch(&q.nodes[task].helper_tickets, 0);
+        const bool counts_in_submission =
+            (tile.flags & gpuos::device::kTaskTilesCountInSubmission) != 0;
+        if (counts_in_submission && tile_index + 1 >= tiles) {
+          // The last tile index of a submission's only task (below): its
+          // results' fence is issued now, in flight with the exchange.
+          __threadfence();
+          completions->fenced = true;
+        }
         // No tile left for this block: it will join the task's tiled sole
         // successor once the task is done (the blocks that ran its tiles
         // start the successor's tiles at once, instead of going back to the
@@ -699,7 +720,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // window cannot be reused, while it waits; given back with the
         // block's other completions.
         if (ahead >= tiles) {
-          join = TiledSoleSuccessor(q, cache, at);
+          if (!counts_in_submission) join = TiledSoleSuccessor(q, cache, at);
           // Every tile is claimed: a helper that came now would find nothing
           // to run, so the tickets nobody took are taken back here (above
           // when tiles <= blocks; they count as helpers that came and left),
@@ -713,11 +734,26 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           atomicAdd(q.remaining + slot, 1u);
           completions->Add(q, slot, 1);
         }
-        __threadfence();  // this tile's results (and the hold) before the count others read
-        done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
-        // Acquire the other tiles' results for the successors; without
-        // successors, the completion's own fence does (Completions::Flush).
-        if (done == tiles && tile.successor_count != 0) __threadfence();
+        if (counts_in_submission) {
+          // The submission's only task: this tile counts in `remaining`
+          // with the block's other completions (no successor waits for the
+          // task). Its results are fenced before that count: here (or above)
+          // when the block has no tile of the task left, so that
+          // Completions::Flush need not fence again, else by the Flush after
+          // a later tile.
+          completions->Add(q, slot, 1u);
+          done = 0;  // not counted per task: the branch below that ends a tile's block
+          if (ahead >= tiles && !completions->fenced) {
+            __threadfence();
+            completions->fenced = true;
+          }
+        } else {
+          __threadfence();  // this tile's results (and the hold) before the count others read
+          done = atomicAdd(&q.nodes[task].tiles_done, 1u) + 1;
+          // Acquire the other tiles' results for the successors; without
+          // successors, the completion's own fence does (Completions::Flush).
+          if (done == tiles && tile.successor_count != 0) __threadfence();
+        }
       }
       if (taken_back != 0) completions->Add(q, slot, taken_back);
       if (ahead < tiles) {

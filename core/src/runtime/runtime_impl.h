@@ -84,6 +84,9 @@ class RuntimeImpl final : public EpochDevice {
   Expected<OperatorRef> Resolve(const std::string& op, DType dtype,
                                 std::optional<DType> out_dtype) const;
   const OperatorRef* ByLogical(std::uint32_t logical) const;
+  // REQUIRES mutex_. The counter of stats_.tasks_per_operator that counts
+  // tasks of logical id `logical` ("noop" for 0 and ids never given out).
+  std::uint64_t& TasksOfLogical(std::uint32_t logical);
   Expected<DeviceBuffer> ImageGlobal(const std::string& symbol) const;
 
   // runtime_streams.cpp: ordering against other CUDA streams.
@@ -295,6 +298,10 @@ class RuntimeImpl final : public EpochDevice {
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUdeviceptr> deferred_frees_;
   RuntimeStats stats_;
+  // By logical id: its entry of stats_.tasks_per_operator, looked up at the
+  // id's first submitted task (ids are never reused: operator_table.h), so
+  // that Submit counts a task without building its operator's name.
+  std::vector<std::uint64_t*> tasks_of_logical_;
   Diagnostics diagnostics_;  // errors, watchdog, trace (runtime_diagnostics.h)
 
   // runtime_streams.cpp. One 64-bit gate word per submission slot (device

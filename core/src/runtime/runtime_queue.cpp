@@ -324,19 +324,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   std::uint64_t tasks_in_flight = 0;
   for (const InFlight& f : in_flight_) tasks_in_flight += f.tasks;
   stats_.max_tasks_in_flight = std::max(stats_.max_tasks_in_flight, tasks_in_flight);
-  // Counted by logical id first: a name per task would cost more than
-  // staging the task.
-  std::vector<std::uint64_t> per_logical(table_.size() + 1, 0);
-  for (std::uint32_t logical : graph.logical_ops()) {
-    ++per_logical[logical < per_logical.size() ? logical : 0];
-  }
-  for (std::size_t logical = 0; logical < per_logical.size(); ++logical) {
-    if (per_logical[logical] == 0) continue;
-    const OperatorRef* ref = ByLogical(static_cast<std::uint32_t>(logical));
-    stats_.tasks_per_operator[ref == nullptr ? std::string("noop")
-                                             : ref->name + " " + DTypeName(ref->dtype)] +=
-        per_logical[logical];
-  }
+  for (std::uint32_t logical : graph.logical_ops()) ++TasksOfLogical(logical);
 
   Future future;
   future.runtime_ = this;
@@ -479,6 +467,23 @@ Status RuntimeImpl::WaitUntilParked(std::chrono::microseconds timeout) {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+std::uint64_t& RuntimeImpl::TasksOfLogical(std::uint32_t logical) {
+  if (logical < tasks_of_logical_.size() && tasks_of_logical_[logical] != nullptr) {
+    return *tasks_of_logical_[logical];
+  }
+  const OperatorRef* ref = ByLogical(logical);
+  std::uint64_t& counter =
+      stats_.tasks_per_operator[ref == nullptr ? std::string("noop")
+                                               : ref->name + " " + DTypeName(ref->dtype)];
+  // An id not given out yet may be given out later: only known ids (and the
+  // no-op's 0) are remembered.
+  if (ref != nullptr || logical == 0) {
+    if (logical >= tasks_of_logical_.size()) tasks_of_logical_.resize(logical + 1, nullptr);
+    tasks_of_logical_[logical] = &counter;
+  }
+  return counter;
 }
 
 RuntimeStats RuntimeImpl::Stats() const {

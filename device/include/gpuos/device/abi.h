@@ -121,6 +121,11 @@ enum TaskFlags : unsigned short {
   // and [begin, end) lies inside it (any tile of it too): work item i is
   // offset i in every tensor. Only meaningful with kTaskLayoutChecked.
   kTaskDenseElementwise = 1u << 1,
+  // Set by the persistent worker (never by the host: the admission sets or
+  // clears it in its copy) on the only task of a submission when that task
+  // is tiled: each tile counts in the submission's `remaining` directly,
+  // with no per-task tile counter (queue.h, SubmissionCountsTiles).
+  kTaskTilesCountInSubmission = 1u << 2,
 };
 
 // Error codes a worker reports in WorkerStatus::error (first error wins).
@@ -172,6 +177,8 @@ static_assert(__builtin_offsetof(TensorDesc, numel) == 16, "TensorDesc::numel");
 static_assert(__builtin_offsetof(TensorDesc, sizes) == 32, "TensorDesc::sizes");
 static_assert(__builtin_offsetof(TensorDesc, strides) == 96, "TensorDesc::strides");
 static_assert(__builtin_offsetof(TaskDesc, opcode) == 0, "opcode must be the first word");
+static_assert(__builtin_offsetof(TaskDesc, flags) == 14,
+              "TaskDesc::flags: the high half of the first word's last 4 bytes");
 static_assert(__builtin_offsetof(TaskDesc, begin) == 16, "TaskDesc::begin");
 static_assert(__builtin_offsetof(TaskDesc, end) == 24, "TaskDesc::end");
 static_assert(__builtin_offsetof(TaskDesc, tensors) == 32, "TaskDesc::tensors");

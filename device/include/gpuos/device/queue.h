@@ -64,6 +64,23 @@ struct alignas(16) Submission {
   unsigned int first_root_tiles;
 };
 
+// Whether a submission's tiles count in its `remaining` one by one: when
+// its only task is tiled, the task is done exactly when the submission is,
+// so the block finishing a tile adds it to the submission's count (in its
+// batched Completions) instead of a task tile counter that the last tile's
+// block would then pass on: one L2 round trip and one fence less between
+// the last tile and the completion word. The admission sets `remaining` to
+// the tiles (plus helpers) and marks the task kTaskTilesCountInSubmission.
+// GPUOS_JIT_DEFINES=GPUOS_LONE_TASK_TILES=0: the per-task tile counter for
+// every task, as before (an A/B experiment).
+#ifndef GPUOS_LONE_TASK_TILES
+#define GPUOS_LONE_TASK_TILES 1
+#endif
+GPUOS_HOST_DEVICE inline bool SubmissionCountsTiles(unsigned int task_count,
+                                                    unsigned int first_root_tiles) {
+  return GPUOS_LONE_TASK_TILES != 0 && task_count == 1 && first_root_tiles > 1;
+}
+
 // Submission::gate of a submission whose gate is its ring slot's gate_word.
 constexpr unsigned long long kSlotGate = 1;
 
