@@ -741,7 +741,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           // when the block has no tile of the task left, so that
           // Completions::Flush need not fence again, else by the Flush after
           // a later tile.
-          completions->Add(q, slot, 1u);
           done = 0;  // not counted per task: the branch below that ends a tile's block
           if (ahead >= tiles && !completions->fenced) {
             __threadfence();
@@ -755,7 +754,11 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
           if (done == tiles && tile.successor_count != 0) __threadfence();
         }
       }
-      if (taken_back != 0) completions->Add(q, slot, taken_back);
+      // The tickets taken back, and a lone task's tile (one Add: each is
+      // an inlined copy of Flush).
+      const unsigned int counted =
+          taken_back + ((tile.flags & gpuos::device::kTaskTilesCountInSubmission) != 0 ? 1u : 0u);
+      if (counted != 0) completions->Add(q, slot, counted);
       if (ahead < tiles) {
         next = task;  // the tile claimed above
         claimed_ahead = ahead;
@@ -972,7 +975,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     }
     if (current == kRun || current == kAdmit || current == kHelp) {
       if (threadIdx.x == 0) {
-        completions.Flush(q);
+        completions.Flush(q, completions.fenced);
+        completions.fenced = false;
         recorder.Idle(q);
       }
       idle_since = GlobalTimerNs();

@@ -123,6 +123,15 @@ TEST(JitBuilderTest, DumpDirReceivesEachUnitsSourceAndObject) {
   EXPECT_GE(sources, 2) << "one unit per operator at least";
   EXPECT_EQ(sources, objects);
   {
+    // A linked image's device runtime units are named by their paths
+    // ("device/src/queue_worker.cu"): their directories are made too.
+    ScopedEnv env("GPUOS_JIT_DUMP_DIR", (dir / "linked").c_str());
+    ASSERT_TRUE(JitBuilder(nullptr, TestOptions("sm_90")).Build({}).ok());
+  }
+  EXPECT_GT(std::filesystem::file_size(dir / "linked" / "device" / "src" / "queue_worker.cu"), 0u);
+  EXPECT_GT(std::filesystem::file_size(dir / "linked" / "device" / "src" / "queue_worker.cubin"),
+            0u);
+  {
     ScopedEnv env("GPUOS_JIT_DUMP_DIR", "/proc/gpuos_cannot_write_here");
     JitBuilder builder(nullptr, TestOptions("sm_90"));
     BuildStats stats;

@@ -298,9 +298,9 @@ namespace {
 void DumpUnit(const GeneratedSource& source, const std::string& object, bool lto) {
   const std::optional<std::string> dir = GetEnv("GPUOS_JIT_DUMP_DIR");
   if (!dir || dir->empty()) return;
-  std::error_code error;
-  std::filesystem::create_directories(*dir, error);
   const std::filesystem::path base = std::filesystem::path(*dir) / source.program_name;
+  std::error_code error;  // a directory not made shows as files not written
+  std::filesystem::create_directories(base.parent_path(), error);  // "device/src/..." too
   const std::pair<std::filesystem::path, const std::string*> files[] = {
       {std::filesystem::path(base).replace_extension(".cu"), &source.source},
       {std::filesystem::path(base).replace_extension(lto ? ".ltoir" : ".cubin"), &object}};

@@ -309,10 +309,13 @@ struct Completions {
   unsigned int slot = kNoSlot;
   unsigned int count = 0;
   BlockRecorder* recorder = nullptr;  // records the completions it makes (tracing)
-  // The block's results of what `count` holds are fenced already (RunChain
+  // The block's results of what `count` holds are fenced already: RunChain
   // sets it after a fence when a lone tiled task's tiles are done in this
-  // block, and clears it when the block starts a tile): Flush skips its own
-  // fence, about 0.25 us (bench/results/experiments/queue_costs_*.json).
+  // block, and clears it when the block starts a tile. The worker's loop
+  // passes it to its Flush after a chain, which then skips its own fence
+  // (about 0.25 us after another: bench/results/experiments/
+  // queue_costs_h200.json); the other Flushes (in Add) fence as before, so
+  // that only one inlined copy of Flush tests it.
   bool fenced = false;
 
   __device__ void Add(const Queue& q, unsigned int task_slot, unsigned int n) {
@@ -322,10 +325,10 @@ struct Completions {
     }
     count += n;
   }
-  __device__ void Flush(const Queue& q) {
+  // `results_fenced`: the caller's `fenced`, or false.
+  __device__ void Flush(const Queue& q, bool results_fenced = false) {
     if (count == 0) return;
-    if (!fenced) __threadfence();  // the tasks' results before their completion
-    fenced = false;
+    if (!results_fenced) __threadfence();  // the tasks' results before their completion
     // Read while this block's count still holds the slot (it may be reused
     // right after the completion), in flight together with the count.
     const unsigned long long sequence = Volatile(q.sequences + slot);
