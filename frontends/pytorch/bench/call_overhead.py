@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="directory for call_overhead.json")
     parser.add_argument("--calls", type=int, default=2000, help="timed calls per measure")
     parser.add_argument("--case", default="chain100_64x64_f32",
-                        help="a case name of workloads.py (its one-input cases)")
+                        help="a case name of workloads.py")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("call_overhead.py needs a CUDA device")
@@ -64,27 +64,27 @@ def main() -> None:
     module = workloads.build(case, device)
     generator = torch.Generator().manual_seed(0)
     inputs = case.make_inputs(device, generator)
-    if len(inputs) != 1:
-        sys.exit(f"{args.case} takes {len(inputs)} inputs; call_overhead.py times one-input cases")
     x = inputs[0]
     compiled = gpuos.compile(module)
     stream = torch.cuda.current_stream(device)
     with torch.no_grad():
-        expected = module(x)
-        got = compiled(x)
+        expected = torch.utils._pytree.tree_leaves(module(*inputs))
+        got = torch.utils._pytree.tree_leaves(compiled(*inputs))
         stream.synchronize()
-        if not torch.allclose(got, expected, rtol=1e-4, atol=1e-4):
+        if len(got) != len(expected) or not all(
+                torch.allclose(g, e, rtol=1e-4, atol=1e-4) for g, e in zip(got, expected)):
             sys.exit("gpuos result differs from eager")
         for _ in range(200):
-            compiled(x)
+            compiled(*inputs)
         stream.synchronize()
 
         results = {}
-        results["call_sync"] = _median_us(lambda: (compiled(x), stream.synchronize()), args.calls)
+        results["call_sync"] = _median_us(lambda: (compiled(*inputs), stream.synchronize()),
+                                          args.calls)
         call, after = [], []
         for _ in range(args.calls):
             start = time.perf_counter_ns()
-            compiled(x)
+            compiled(*inputs)
             returned = time.perf_counter_ns()
             stream.synchronize()
             call.append((returned - start) / 1e3)
@@ -92,12 +92,12 @@ def main() -> None:
         results["call"] = statistics.median(call)
         results["sync_after_call"] = statistics.median(after)
         program = compiled._last.program
-        results["program_run"] = _median_us(lambda: (program.run([x]), stream.synchronize()),
+        results["program_run"] = _median_us(lambda: (program.run(inputs), stream.synchronize()),
                                             args.calls)
         returned = []
         for _ in range(args.calls):
             start = time.perf_counter_ns()
-            program.run([x])
+            program.run(inputs)
             returned.append((time.perf_counter_ns() - start) / 1e3)
             stream.synchronize()
         results["program_call"] = statistics.median(returned)
