@@ -15,8 +15,12 @@ Per case (one workload at one size):
    it and compare every output with eager's (same shape and dtype, allclose
    with the dtype's tolerance). `correct` is that result.
 3. Timing, the same for every variant: host wall time (perf_counter_ns) from
-   before the call until `torch.cuda.current_stream().synchronize()` returns
-   after it. That is PyTorch's stream, not the whole device: gpuos's
+   before the call until the synchronize of PyTorch's current stream returns
+   after it; the stream object is looked up once per case, before the rounds
+   (`--sync per-call`: looked up inside every timed call, as before session
+   20: that lookup, 2-6 us of Python, ran after a gpuos call, which returns
+   with its results written, but beside a CUDA graph's work on the GPU).
+   That is PyTorch's stream, not the whole device: gpuos's
    persistent worker runs on a non-blocking stream of its own (a device
    synchronize would wait for it to park); a gpuos call is ordered on
    PyTorch's current stream (the stream waits for its submission), so the
@@ -37,7 +41,7 @@ import platform
 import subprocess
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.utils._pytree as pytree
@@ -59,6 +63,17 @@ GPUOS_COUNTERS = ("submissions", "compiled_calls", "split_calls", "eager_calls",
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
+
+
+def _timed_sync(device: torch.device, mode: str) -> Callable[[], None]:
+    """What a timed call ends with: the synchronize of PyTorch's current
+    stream, its Python object looked up now ("stream") or at every call
+    ("per-call")."""
+    if device.type != "cuda":
+        return lambda: None
+    if mode == "per-call":
+        return lambda: _sync(device)
+    return torch.cuda.current_stream(device).synchronize
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -125,7 +140,7 @@ def _gpuos_delta(delta: dict, calls: int) -> dict:
 
 
 def run_case(case: workloads.Case, names: list[str], device: torch.device, counts: dict,
-             smoke: bool, seed: int) -> list[dict]:
+             smoke: bool, seed: int, sync_mode: str = "stream") -> list[dict]:
     if device.type == "cuda":
         # Each case compiles afresh; keeps dynamo's cache (and its recompile limit) small.
         importlib.import_module("torch._dynamo").reset()
@@ -162,6 +177,8 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
                 live.remove(v)
         samples = {v.name: [] for v in live}
         counted = {}  # variant -> gpuos's counters over its own blocks
+        stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
+        timed_sync = _timed_sync(device, sync_mode)
         for r in range(counts["rounds"]):
             shift = r % len(live) if live else 0
             for v in live[shift:] + live[:shift]:
@@ -169,10 +186,12 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
                 for _ in range(counts["block_warmup"]):
                     v.call()
                 _sync(device)
+                if stream is not None and torch.cuda.current_stream(device) != stream:
+                    raise RuntimeError(f"{v.name} changed PyTorch's current stream")
                 for _ in range(counts["block"]):
                     start = time.perf_counter_ns()
                     v.call()
-                    _sync(device)
+                    timed_sync()
                     samples[v.name].append((time.perf_counter_ns() - start) / 1e3)
                 if before is not None:
                     counted[v.name] = _add_delta(counted.get(v.name), before, _gpuos_counters())
@@ -243,6 +262,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=None, help="cases not started within "
                         "this many seconds are recorded as skipped (default: no limit)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sync", choices=("stream", "per-call"), default="stream",
+                        help="the stream synchronized after each timed call: looked up once "
+                        "per case (default) or inside every timed call (before session 20)")
     args = parser.parse_args(argv)
     if not args.out:
         parser.error("--out DIR is required when $OUT is not set")
@@ -270,9 +292,11 @@ def main(argv: Optional[list[str]] = None) -> dict:
     json_path = os.path.join(args.out, "pytorch_workloads.json")
     doc = {"benchmark": "pytorch_workloads", **_environment(device), "smoke": args.smoke,
            "method": {**counts, "timed_calls_per_variant": counts["rounds"] * counts["block"],
-                      "timing": "host wall time of one call until torch.cuda.current_stream()"
-                      ".synchronize() returns (gpuos: the call is ordered on that stream, which "
-                      "waits for its submission); rounds interleave the "
+                      "timing": "host wall time of one call until the synchronize of PyTorch's "
+                      "current stream returns (its torch.cuda.Stream looked up "
+                      + ("once per case, before the rounds" if args.sync == "stream" else
+                         "inside every timed call") + "; gpuos: the call is ordered on that "
+                      "stream, which waits for its submission); rounds interleave the "
                       "variants (order rotated), each makes block_warmup untimed then block "
                       "timed calls; median and p10/p90 over all timed calls",
                       "correctness": "fresh random inputs, previous outputs poisoned with NaN, "
@@ -299,7 +323,7 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
                              for n in names]
             continue
         case_start = time.monotonic()
-        doc["cases"] += run_case(case, names, device, counts, args.smoke, args.seed)
+        doc["cases"] += run_case(case, names, device, counts, args.smoke, args.seed, args.sync)
         print(f"[bench] {case.name}: {time.monotonic() - case_start:.1f} s", flush=True)
         with open(json_path, "w") as f:  # a partial result survives a time-out
             json.dump(doc, f, indent=2)

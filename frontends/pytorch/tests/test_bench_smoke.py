@@ -106,3 +106,14 @@ def test_compare_catches_a_poisoned_element():
     ok, _, why = run_workloads._compare(got, expected)
     assert not ok and "output 0" in why
     assert not run_workloads._compare((got, got), expected)[0]
+
+
+def test_the_timed_synchronize_is_recorded(smoke, tmp_path):
+    doc, _ = smoke
+    assert "looked up once per case" in doc["method"]["timing"]
+    per_call = run_workloads.main(["--smoke", "--sync", "per-call", "--cases", "chain100",
+                                   "--out", str(tmp_path)])
+    assert "inside every timed call" in per_call["method"]["timing"]
+    assert [r["correct"] for r in per_call["cases"] if r["variant"] == "gpuos_compile"] == [True]
+    with pytest.raises(SystemExit):
+        run_workloads.main(["--smoke", "--sync", "never", "--out", str(tmp_path)])
