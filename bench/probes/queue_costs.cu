@@ -24,6 +24,11 @@
 //   host_read_64w_and_last   the first 64 words and the slot's last word, one load a thread
 //   fence_gpu_idle       __threadfence with nothing stored before it
 //   fence_gpu_twice_after_store  fence_gpu_after_store with a second __threadfence after it
+//   fence_acq_rel_after_store  fence_gpu_after_store with fence.acq_rel.gpu (MEMBAR.ALL.GPU)
+//                        instead of __threadfence (fence.sc.gpu: MEMBAR.SC.GPU)
+//   red_release_after_store    the same stores, then one red.release.gpu.add (the fence
+//                        and the count in one instruction)
+//   fence_acq_rel_idle   fence.acq_rel.gpu with nothing stored before it
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/queue_costs.cu -o /tmp/queue_costs \
 //     && /tmp/queue_costs [--reps 2000]
@@ -41,7 +46,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarmup = 100;
 constexpr int kSlotWords = 512;
-constexpr int kCases = 18;
+constexpr int kCases = 21;
 const char* const kNames[kCases] = {"host_read_16B_t0",
                                     "host_acquire_8B_t0",
                                     "host_read_16w",
@@ -59,7 +64,10 @@ const char* const kNames[kCases] = {"host_read_16B_t0",
                                     "host_read_512w_together",
                                     "host_read_64w_and_last",
                                     "fence_gpu_idle",
-                                    "fence_gpu_twice_after_store"};
+                                    "fence_gpu_twice_after_store",
+                                    "fence_acq_rel_after_store",
+                                    "red_release_after_store",
+                                    "fence_acq_rel_idle"};
 
 __device__ unsigned long long NowNs() {
   unsigned long long t;
@@ -177,6 +185,24 @@ __global__ void __launch_bounds__(kThreads, 1)
             __threadfence();
             __threadfence();
           }
+          break;
+        case 18:
+        case 19:
+          for (int k = 0; k < 4; ++k) {
+            dev_out[threadIdx.x * 4 + k] = make_int4(r, k, c, threadIdx.x);
+          }
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            if (c == 18) {
+              asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            } else {
+              asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(dev_counters + 128)
+                           : "memory");
+            }
+          }
+          break;
+        case 20:
+          if (threadIdx.x == 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");
           break;
         default:
           break;
