@@ -140,6 +140,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           break;
         case 9:
         case 10:
+        case 17:
+        case 18:
+        case 19:
+          // A tile's results (64 bytes a thread) stored to device memory,
+          // then thread 0 fences (or releases its count) in one of four ways.
           for (int k = 0; k < 4; ++k) {
             dev_out[threadIdx.x * 4 + k] = make_int4(r, k, c, threadIdx.x);
           }
@@ -147,8 +152,16 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (threadIdx.x == 0) {
             if (c == 9) {
               __threadfence();
-            } else {
+            } else if (c == 10) {
               __threadfence_system();
+            } else if (c == 17) {
+              __threadfence();
+              __threadfence();
+            } else if (c == 18) {
+              asm volatile("fence.acq_rel.gpu;" ::: "memory");
+            } else {
+              asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(dev_counters + 128)
+                           : "memory");
             }
           }
           break;
@@ -175,31 +188,6 @@ __global__ void __launch_bounds__(kThreads, 1)
           break;
         case 16:
           if (threadIdx.x == 0) __threadfence();
-          break;
-        case 17:
-          for (int k = 0; k < 4; ++k) {
-            dev_out[threadIdx.x * 4 + k] = make_int4(r, k, c, threadIdx.x);
-          }
-          __syncthreads();
-          if (threadIdx.x == 0) {
-            __threadfence();
-            __threadfence();
-          }
-          break;
-        case 18:
-        case 19:
-          for (int k = 0; k < 4; ++k) {
-            dev_out[threadIdx.x * 4 + k] = make_int4(r, k, c, threadIdx.x);
-          }
-          __syncthreads();
-          if (threadIdx.x == 0) {
-            if (c == 18) {
-              asm volatile("fence.acq_rel.gpu;" ::: "memory");
-            } else {
-              asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(dev_counters + 128)
-                           : "memory");
-            }
-          }
           break;
         case 20:
           if (threadIdx.x == 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");
