@@ -683,6 +683,9 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       unsigned int ahead = tiles;
       unsigned int join = kNoTask;
       unsigned int taken_back = 0;  // helper tickets this block took back
+      // The only task of its submission, tiled: its tiles count there (Admit).
+      const bool counts_in_submission =
+          (tile.flags & gpuos::device::kTaskTilesCountInSubmission) != 0;
       if (tiles > 1) {
         // The next tile is claimed before this one counts as done: until
         // then the task, and with it the submission, cannot finish, so the
@@ -703,8 +706,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
         // the blocks already running claim what is left.
         int early_left = 0;
         if (tiles <= gridDim.x) early_left = atomicExch(&q.nodes[task].helper_tickets, 0);
-        const bool counts_in_submission =
-            (tile.flags & gpuos::device::kTaskTilesCountInSubmission) != 0;
         if (counts_in_submission && tile_index + 1 >= tiles) {
           // The last tile index of a submission's only task (below): its
           // results' fence is issued now, in flight with the exchange.
@@ -756,8 +757,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
       }
       // The tickets taken back, and a lone task's tile (one Add: each is
       // an inlined copy of Flush).
-      const unsigned int counted =
-          taken_back + ((tile.flags & gpuos::device::kTaskTilesCountInSubmission) != 0 ? 1u : 0u);
+      const unsigned int counted = taken_back + (counts_in_submission ? 1u : 0u);
       if (counted != 0) completions->Add(q, slot, counted);
       if (ahead < tiles) {
         next = task;  // the tile claimed above

@@ -200,6 +200,21 @@ TEST_F(RuntimeGpuTest, ReclaimedTilesStayInTheirSubmission) {
   RunRoundsOfTiledAdds(*runtime, 65536, 8, 400, 8);
 }
 
+// Submissions of a single tiled task count its tiles in `remaining` one by
+// one (queue.h, SubmissionCountsTiles), with no per-task tile counter: with
+// two blocks each runs tile after tile and counts them in one flush; with
+// every block, helpers join through the help board. A submission that
+// finished before its last tile would let the next round's in-place add of
+// the same elements overlap it, and the final sums would come out short.
+TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
+  RuntimeConfig two_blocks;
+  two_blocks.blocks = 2;
+  for (const RuntimeConfig& config : {two_blocks, RuntimeConfig{}}) {
+    OPEN_OR_SKIP(runtime, Open(config));
+    RunRoundsOfTiledAdds(*runtime, 65536, 1, 300, 8);
+  }
+}
+
 // A queue of 64 tasks and 4 submissions: 300 graphs of 8 in-place steps each
 // must all run, with Submit waiting for room instead of overwriting.
 TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
