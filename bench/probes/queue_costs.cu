@@ -29,6 +29,8 @@
 //   red_release_after_store    the same stores, then one red.release.gpu.add (the fence
 //                        and the count in one instruction)
 //   fence_acq_rel_idle   fence.acq_rel.gpu with nothing stored before it
+//   fence_acq_rel_after_16B_store / _1KiB_store  the same after 16 bytes stored by thread 0,
+//                        or 1 KiB by 64 threads (a stitched stage tile's small output)
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/queue_costs.cu -o /tmp/queue_costs \
 //     && /tmp/queue_costs [--reps 2000]
@@ -46,7 +48,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarmup = 100;
 constexpr int kSlotWords = 512;
-constexpr int kCases = 21;
+constexpr int kCases = 23;
 const char* const kNames[kCases] = {"host_read_16B_t0",
                                     "host_acquire_8B_t0",
                                     "host_read_16w",
@@ -67,7 +69,9 @@ const char* const kNames[kCases] = {"host_read_16B_t0",
                                     "fence_gpu_twice_after_store",
                                     "fence_acq_rel_after_store",
                                     "red_release_after_store",
-                                    "fence_acq_rel_idle"};
+                                    "fence_acq_rel_idle",
+                                    "fence_acq_rel_after_16B_store",
+                                    "fence_acq_rel_after_1KiB_store"};
 
 __device__ unsigned long long NowNs() {
   unsigned long long t;
@@ -190,6 +194,17 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (threadIdx.x == 0) __threadfence();
           break;
         case 20:
+          if (threadIdx.x == 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+          break;
+        case 21:
+        case 22:
+          // A stitched stage's small output: 16 bytes from thread 0, or 16
+          // bytes from each thread of warp 0 and warp 1 (1 KiB), then the
+          // release of its count.
+          if (c == 21 ? threadIdx.x == 0 : threadIdx.x < 64) {
+            dev_out[threadIdx.x] = make_int4(r, 0, c, threadIdx.x);
+          }
+          __syncthreads();
           if (threadIdx.x == 0) asm volatile("fence.acq_rel.gpu;" ::: "memory");
           break;
         default:
