@@ -18,8 +18,9 @@ Per case (one workload at one size):
    before the call until the synchronize of PyTorch's current stream returns
    after it; the stream object is looked up once per case, before the rounds
    (`--sync per-call`: looked up inside every timed call, as before session
-   20: that lookup, 2-6 us of Python, ran after a gpuos call, which returns
-   with its results written, but beside a CUDA graph's work on the GPU).
+   20: that lookup, Python, ran after a gpuos call, which returns with its
+   results written, but beside a CUDA graph's work on the GPU;
+   docs/pytorch.md, "Benchmarks").
    That is PyTorch's stream, not the whole device: gpuos's
    persistent worker runs on a non-blocking stream of its own (a device
    synchronize would wait for it to park); a gpuos call is ordered on
