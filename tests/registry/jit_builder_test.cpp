@@ -10,6 +10,7 @@
 #include "gpuos/cuda_driver.h"
 #include "gpuos/registry/codegen.h"
 #include "jit_test_util.h"
+#include "temp_dir.h"
 #include "toolchain.h"
 
 namespace gpuos::registry {
@@ -103,10 +104,8 @@ TEST(JitBuilderTest, JitDefinesBecomeNvrtcOptionsAndBadEntriesAreLeftOut) {
 // cannot be written leaves the build as it was.
 TEST(JitBuilderTest, DumpDirReceivesEachUnitsSourceAndObject) {
   const auto ops = ParseOperators(kSmallPackYaml);
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      ("gpuos_jit_dump_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const gpuos::testing::TempDir temp("gpuos-jit-dump");  // removed however the test ends
+  const std::filesystem::path dir = temp.path();
   {
     ScopedEnv env("GPUOS_JIT_DUMP_DIR", (dir / "nested").c_str());
     JitBuilder builder(nullptr, TestOptions("sm_90"));
@@ -137,7 +136,6 @@ TEST(JitBuilderTest, DumpDirReceivesEachUnitsSourceAndObject) {
     BuildStats stats;
     EXPECT_TRUE(builder.Compile(ops, &stats).ok());
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(JitBuilderTest, WarmRebuildHitsTheImageCacheAndCompilesNothing) {
