@@ -9,8 +9,11 @@
 //
 //   host_read_16B_t0     thread 0 reads one 16-byte word of mapped host memory (ld.cv)
 //   host_acquire_8B_t0   thread 0's ld.acquire.sys of an 8-byte host word (the tail's read)
-//   host_read_<N>w       every thread reads its share of N 16-byte words (ld.cv, as
-//                        Admit reads a ring slot: 512 words = the whole 8 KiB slot)
+//   host_read_<N>w       every thread reads its share of N 16-byte words (ld.cv) in a
+//                        loop; slower than the straight-line loads of the _together and
+//                        _and_last rows even at 16 words (2.2-2.5 us against 1.4-1.5), for
+//                        reasons not known, so these rows are not quoted: Admit's pattern
+//                        is host_read_512w_together
 //   l2_load_t0           thread 0's ld.cg of a device word
 //   l2_atomic_add_t0     thread 0's atomicAdd on a device word, its result used
 //   l2_two_atomics_t0    two dependent atomicAdds (tiles_done, then remaining)

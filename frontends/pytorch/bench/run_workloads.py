@@ -66,15 +66,16 @@ def _sync(device: torch.device) -> None:
         torch.cuda.current_stream(device).synchronize()
 
 
-def _timed_sync(device: torch.device, mode: str) -> Callable[[], None]:
+def _timed_sync(stream: Optional[torch.cuda.Stream], device: torch.device,
+                mode: str) -> Callable[[], None]:
     """What a timed call ends with: the synchronize of PyTorch's current
-    stream, its Python object looked up now ("stream") or at every call
-    ("per-call")."""
-    if device.type != "cuda":
+    stream `stream` (None: not on CUDA, nothing), its Python object looked up
+    once ("stream") or again at every call ("per-call")."""
+    if stream is None:
         return lambda: None
     if mode == "per-call":
         return lambda: _sync(device)
-    return torch.cuda.current_stream(device).synchronize
+    return stream.synchronize
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -179,7 +180,7 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
         samples = {v.name: [] for v in live}
         counted = {}  # variant -> gpuos's counters over its own blocks
         stream = torch.cuda.current_stream(device) if device.type == "cuda" else None
-        timed_sync = _timed_sync(device, sync_mode)
+        timed_sync = _timed_sync(stream, device, sync_mode)
         for r in range(counts["rounds"]):
             shift = r % len(live) if live else 0
             for v in live[shift:] + live[:shift]:
