@@ -346,6 +346,98 @@ TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
   EXPECT_TRUE(compiled.ok()) << compiled.ToString();
 }
 
+// Flagged intermediates (docs/stitching.md): with the intermediates named
+// internal, each product's output moves to slots after the counters and
+// the stages that read it stop waiting for it.
+TEST_F(StitchedProgramTest, MlpIntermediatesAreFlaggedAndWaitForNothing) {
+  for (long long rows : {1, 3, 8}) {
+    SCOPED_TRACE("batch " + std::to_string(rows));
+    StitchDesc desc = Mlp(rows);
+    desc.internal_buffers = {3, 8, 13, 18, 99};  // 99: past num_buffers, ignored
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 5u);
+    for (std::size_t s = 0; s < 5; ++s) {
+      EXPECT_TRUE(program->stages[s].waits.empty()) << "stage " << s;
+      EXPECT_EQ(program->stages[s].flagged_output, s < 4) << "stage " << s;
+    }
+    const std::size_t slots = (rows * 256 + 15) / 16 * 16;
+    EXPECT_EQ(program->counter_bytes, 6u * 128u + 4u * slots * 8u);
+    const std::string& code = program->op.device_code.code;
+    // Stage 1 reads stage 0's slots (after the 6 counters' 96) and writes its own.
+    EXPECT_NE(code.find("kAOff = 96ll;"), std::string::npos);
+    EXPECT_NE(code.find("kOOff = " + std::to_string(96 + slots) + "ll;"), std::string::npos);
+    EXPECT_NE(code.find("kInFlagged = true;"), std::string::npos);
+    EXPECT_NE(program->op.description.find("; flagged outputs: stages 0,1,2,3"),
+              std::string::npos)
+        << program->op.description;
+    ExpectCompiles(*program);
+
+    desc.flag_intermediates = false;
+    auto plain = StitchProgram(desc);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    EXPECT_EQ(plain->counter_bytes, 6u * 128u);
+    EXPECT_EQ(plain->stages[4].waits, std::vector<std::uint32_t>{3});
+    EXPECT_FALSE(plain->stages[0].flagged_output);
+    EXPECT_NE(plain->op.name, program->op.name);
+  }
+}
+
+TEST_F(StitchedProgramTest, OnlyInternalOutputsWithFlagReadersAreFlagged) {
+  {  // one intermediate named internal: the others keep their waits
+    StitchDesc desc = Mlp(1);
+    desc.internal_buffers = {8};
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    const auto& s = program->stages;
+    EXPECT_EQ(s[1].waits, std::vector<std::uint32_t>{0});
+    EXPECT_TRUE(s[1].flagged_output);
+    EXPECT_TRUE(s[2].waits.empty());
+    EXPECT_EQ(s[3].waits, std::vector<std::uint32_t>{2});
+    EXPECT_EQ(program->counter_bytes, 6u * 128u + 256u * 8u);
+  }
+  {  // q, the cat's new rows: read by an attention stage and a copy
+    StitchDesc desc = DecoderAttention();
+    desc.internal_buffers = {9, 10, 11, 12, 13, 14};
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    for (const StitchStage& stage : program->stages) EXPECT_FALSE(stage.flagged_output);
+    EXPECT_EQ(program->counter_bytes, (program->stages.size() + 1) * 128u);
+  }
+  {  // a second writer of the range, and a reader before the producer
+    StitchDesc desc;
+    desc.num_buffers = 6;
+    desc.internal_buffers = {3};
+    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 1, 256, 256));
+    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 1, 256, 256));
+    desc.tasks.push_back(Linear("addmm", 3, 1, 2, 4, 1, 256, 256));
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    for (const StitchStage& stage : program->stages) EXPECT_FALSE(stage.flagged_output);
+    EXPECT_EQ(program->stages[2].waits, std::vector<std::uint32_t>{1});
+  }
+}
+
+TEST_F(StitchedProgramTest, AResidualAndAnOperandOfOneFlaggedOutputCompile) {
+  // h = x W + b (internal); out = layer_norm(h) W2 + b2 + h; rows 3.
+  StitchDesc desc;
+  desc.num_buffers = 5;
+  desc.internal_buffers = {3};
+  desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 3, 256, 256));
+  StitchTask fused = Linear("fused_addmm", 3, 1, 2, 4, 3, 256, 256);
+  fused.attributes = {{"norm", "1"}, {"add_residual", "1"}};
+  desc.tasks.push_back(std::move(fused));
+  auto program = StitchProgram(desc);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  EXPECT_TRUE(program->stages[0].flagged_output);
+  EXPECT_FALSE(program->stages[1].flagged_output) << "buffer 4 is not internal";
+  EXPECT_TRUE(program->stages[1].waits.empty());
+  const std::string& code = program->op.device_code.code;
+  EXPECT_NE(code.find("kAFlagged = true;"), std::string::npos);
+  EXPECT_NE(code.find("kRFlagged = true;"), std::string::npos);
+  ExpectCompiles(*program);
+}
+
 TEST_F(StitchedProgramTest, CatPartsWaitOnlyForWhatTheyRead) {
   StitchDesc desc = DecoderAttention();
   desc.fuse_attention = false;

@@ -224,6 +224,19 @@ Expected<ProgramSpec> ParseProgramSpec(std::string_view text) {
     }
     program.tasks.push_back(std::move(task));
   }
+  auto internal = doc.find("internal_buffers");
+  if (internal != doc.end()) {
+    if (!internal->is_array()) return InvalidArgument("program: 'internal_buffers' must be a list");
+    for (const json& b : *internal) {
+      if (!b.is_number_integer() || b.get<long long>() < 0 ||
+          b.get<long long>() >= static_cast<long long>(program.num_buffers)) {
+        return InvalidArgument("program: 'internal_buffers' holds " + b.dump() +
+                               ", not a buffer below num_buffers (" +
+                               std::to_string(program.num_buffers) + ")");
+      }
+      program.internal_buffers.push_back(b.get<std::uint32_t>());
+    }
+  }
   return program;
 }
 

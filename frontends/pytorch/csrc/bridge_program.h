@@ -54,6 +54,9 @@ struct TaskSpec {
 struct ProgramSpec {
   std::uint32_t num_buffers = 0;
   std::vector<TaskSpec> tasks;
+  // Buffers only the tasks read (the workspace): "internal_buffers",
+  // optional, each below num_buffers.
+  std::vector<std::uint32_t> internal_buffers;
 };
 
 // Parses and checks a program: buffer indices below num_buffers, ranks up to

@@ -57,6 +57,11 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
   GPUOS_ASSIGN_OR_RETURN(const auto fuse_attention,
                          GetEnvInteger("GPUOS_STITCH_ATTENTION", 0, 1, "0 or 1"));
   desc.fuse_attention = fuse_attention.value_or(1) != 0;
+  // A diagnostic: GPUOS_STITCH_FLAGS=0 keeps every intermediate in the
+  // workspace, its readers waiting for its stage's count.
+  GPUOS_ASSIGN_OR_RETURN(const auto flags, GetEnvInteger("GPUOS_STITCH_FLAGS", 0, 1, "0 or 1"));
+  desc.flag_intermediates = flags.value_or(1) != 0;
+  desc.internal_buffers = spec.internal_buffers;
   std::deque<registry::OperatorSpec> fused;  // stable addresses for desc's pointers
   for (std::size_t i = 0; i < spec.tasks.size(); ++i) {
     const TaskSpec& task = spec.tasks[i];

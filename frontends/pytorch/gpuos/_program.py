@@ -147,8 +147,12 @@ class Program:
             if task.fused is not None:
                 entry["fused"] = task.fused
             tasks.append(entry)
+        # The workspace: only the program's tasks read it (stitching may
+        # then keep an intermediate in its own flagged slots instead).
+        internal = sorted({number[i] for i, b in enumerate(self.buffers)
+                           if b.kind == INTERMEDIATE})
         return json.dumps({"version": 1, "num_buffers": max(number, default=-1) + 1,
-                           "tasks": tasks})
+                           "tasks": tasks, "internal_buffers": internal})
 
     def buffer_numbers(self) -> list[int]:
         """Each buffer's number in to_json(): inputs, constants, the

@@ -167,7 +167,8 @@ def test_results_keep_the_function_s_output_structure():
 
 
 @pytest.mark.parametrize("name", ["GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION",
-                                  "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER"])
+                                  "GPUOS_STITCH_FLAGS", "GPUOS_TORCH_OVERLAP",
+                                  "GPUOS_TORCH_OPEN_LATER"])
 @pytest.mark.parametrize("value", ["off", "false", "2", " 0"])
 def test_a_switch_set_to_anything_but_0_or_1_is_refused_by_name(monkeypatch, name, value):
     """Checked before the runtime opens (and GPUOS_FUSION where it is read),

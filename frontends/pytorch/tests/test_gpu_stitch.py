@@ -66,7 +66,7 @@ CASES = [c for c in workloads.cases() if c.workload != "chain100_64x64_f32"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name.replace(" ", "_") for c in CASES])
-def test_workload_is_one_stitched_task_matching_eager(gpu, unstitched, case):
+def test_workload_is_one_stitched_task_matching_eager(gpu, unstitched, stitch_notes, case):
     module = workloads.build(case, gpu)
     generator = torch.Generator().manual_seed(7)
     f = gpuos.compile(module)
@@ -80,6 +80,9 @@ def test_workload_is_one_stitched_task_matching_eager(gpu, unstitched, case):
     s = gpuos.stats()
     assert s["stitched_programs"] == 1, s["unstitched"]
     assert s["compiled_calls"] == 6 and s["eager_calls"] == 0, s["fallback_reasons"]
+    if case.workload == "mlp_microbatch":  # every Linear's output carries its readiness
+        assert any(n.endswith("; flagged outputs: stages 0,1,2,3)") for n in stitch_notes), \
+            stitch_notes
     assert s["tasks"] > 6  # the unstitched program's tasks, one stitched task per call
 
 

@@ -136,6 +136,7 @@ def test_intermediates_share_one_workspace_buffer_at_their_offsets():
         assert entry["buffer"] == numbers[view.buffer]
         assert entry["offset"] == view.offset + shift
     assert any(entry["offset"] > 0 for _, entry in views)  # the second intermediate moved
+    assert doc["internal_buffers"] == [numbers[intermediates[0]]]  # the workspace, once
     if _runtime._C is not None:
         _runtime._C.check_program(program.to_json())
 
@@ -172,5 +173,10 @@ def test_bridge_checks_program_descriptions():
     doc["tasks"][0]["deps"] = [0]
     with pytest.raises(RuntimeError, match="not an earlier task"):
         _runtime._C.check_program(json.dumps(doc))
+    for bad in (5, [-1], [99], ["0"]):
+        doc = json.loads(program.to_json())
+        doc["internal_buffers"] = bad
+        with pytest.raises(RuntimeError, match="internal_buffers"):
+            _runtime._C.check_program(json.dumps(doc))
     with pytest.raises(RuntimeError, match="invalid_argument.*not valid JSON"):
         _runtime._C.check_program("{")

@@ -65,6 +65,7 @@ void Operand3(SourceWriter& w, const std::string& prefix, const Strided3& s,
   Constant(w, "long long", "k" + prefix + "Sb", I(s.s0) + "ll");
   Constant(w, "long long", "k" + prefix + axis1, I(s.s1) + "ll");
   Constant(w, "long long", "k" + prefix + axis2, I(s.s2) + "ll");
+  Constant(w, "bool", "k" + prefix + "Flagged", s.flagged ? "true" : "false");
 }
 
 void Operand1(SourceWriter& w, const std::string& prefix, const Strided1& s) {
@@ -166,6 +167,7 @@ void RowsCode(SourceWriter& w, const RowsStage& rows) {
   Constant(w, "int", "kIn", I(rows.in.buffer));
   Constant(w, "long long", "kInOff", I(rows.in.offset) + "ll");
   Constant(w, "long long", "kInSL", I(rows.in.element_stride) + "ll");
+  Constant(w, "bool", "kInFlagged", rows.in.flagged ? "true" : "false");
   Constant(w, "int", "kOut", I(rows.out.buffer));
   Constant(w, "long long", "kOutOff", I(rows.out.offset) + "ll");
   Constant(w, "long long", "kOutSL", I(rows.out.element_stride) + "ll");

@@ -3,6 +3,7 @@
 // (stitch_codegen.cpp: stages -> CUDA C++). Internal to gpuos::jit.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,10 +19,14 @@ namespace gpuos::registry::jit {
 
 // A tensor of a matrix product seen as [batch, rows, columns]: element
 // (i, j, k) is at offset + i * s0 + j * s1 + k * s2 of its buffer.
+// Flagged (FlagIntermediates): the elements are 8-byte slots of the
+// stitched task's counter buffer, `offset` counted in slots from its start,
+// each holding a value and the run that stored it; `buffer` is then unused.
 struct Strided3 {
   std::uint32_t buffer = 0;
   long long offset = 0;
   long long s0 = 0, s1 = 0, s2 = 0;
+  bool flagged = false;
 };
 
 // A per-column vector (layer_norm's weight and bias).
@@ -60,6 +65,7 @@ struct RowView {
   std::vector<long long> lead_sizes;  // dimensions before the row
   std::vector<long long> lead_strides;
   long long element_stride = 1;  // along the row
+  bool flagged = false;          // as Strided3::flagged
 };
 
 struct RowsStage {
@@ -121,6 +127,36 @@ struct Stage {
   std::uint32_t first_tile = 0;
   std::vector<std::uint32_t> waits;
 };
+
+// How a stage reads a byte range of a buffer: the reads whose code can
+// take flagged slots (FlagIntermediates) are named.
+enum class ReadRole { kOther, kProductA, kResidual, kRowsIn };
+
+// Bytes [begin, end) of a buffer that a view may touch, and the view.
+struct Range {
+  std::uint32_t buffer = 0;
+  long long begin = 0, end = 0;
+  StitchView view;
+  ReadRole role = ReadRole::kOther;
+};
+// What a stage reads and writes.
+struct Access {
+  std::vector<Range> reads, writes;
+};
+
+// Flagged intermediates (docs/stitching.md, "Flagged intermediates"): the
+// output of a product stage that only later product stages (as a or the
+// residual) and row stages (as their input) read, and that lies in one of
+// desc.internal_buffers (nothing outside the program reads it), moves to
+// slots of the counter buffer from slot `first_slot` on, where each value
+// carries the run that stored it; its readers poll the values instead of
+// waiting for the stage's count, so their reads of it leave `accesses`
+// (no wait). Requires the producer's output dense (every element in its
+// range written by it) and written by no other stage, and every read of
+// that range by a named role, inside it, in a later stage. Returns the
+// slots used (a multiple of 16: 128 bytes).
+std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages,
+                              std::vector<Access>& accesses, std::size_t first_slot);
 
 // An attention stage's keys or values (`operand`, [batch, rows, columns]
 // with `sizes`, the keys along `key_axis`) read from the inputs of the cat

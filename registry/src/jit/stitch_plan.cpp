@@ -18,10 +18,13 @@
 namespace gpuos::registry {
 namespace {
 
+using jit::Access;
 using jit::AttentionStage;
 using jit::ElementwiseStage;
 using jit::ElementwiseView;
 using jit::MatmulStage;
+using jit::Range;
+using jit::ReadRole;
 using jit::RowsStage;
 using jit::RowView;
 using jit::Stage;
@@ -43,6 +46,7 @@ constexpr long long kFewRows = 8;          // rows a kKFast tile holds
 constexpr long long kMaxProductTileBytes = 32 * 1024;
 constexpr std::uint32_t kMaxTiles = 65535;
 constexpr long long kCounterStrideBytes = 128;
+constexpr std::size_t kCounterSlots = kCounterStrideBytes / 8;  // 8-byte slots a counter takes
 
 // Where a task's problem is reported: "task 3 (cat)".
 std::string Where(std::size_t index, const StitchTask& task) {
@@ -139,6 +143,10 @@ class Planner {
       }
       GPUOS_RETURN_IF_ERROR(AddTask(i));
     }
+    if (desc_.flag_intermediates) {
+      flagged_slots_ = jit::FlagIntermediates(desc_, stages_, accesses_,
+                                              (stages_.size() + 1) * kCounterSlots);
+    }
     // Buffers some stage writes: a product whose b is not one of them may
     // load b before it waits.
     std::vector<bool> written(desc_.num_buffers, false);
@@ -170,22 +178,16 @@ class Planner {
     return std::move(stages_);
   }
 
- private:
-  // Bytes [begin, end) of a buffer that a view may touch, and the view.
-  struct Range {
-    std::uint32_t buffer = 0;
-    long long begin = 0, end = 0;
-    StitchView view;
-  };
-  struct Access {
-    std::vector<Range> reads, writes;
-  };
+  // After Run: the counter buffer's slots that flagged intermediates take
+  // after the stage counters.
+  std::size_t flagged_slots() const { return flagged_slots_; }
 
-  static Range RangeOf(const StitchView& v) {
+ private:
+  static Range RangeOf(const StitchView& v, ReadRole role = ReadRole::kOther) {
     const long long item = static_cast<long long>(DTypeSize(v.dtype));
     const jit::ElementBounds e =
         jit::BoundsOf(v.offset, v.sizes.data(), v.strides.data(), v.sizes.size());
-    return Range{v.buffer, e.low * item, (e.high + 1) * item, v};
+    return Range{v.buffer, e.low * item, (e.high + 1) * item, v, role};
   }
 
   // Whether two views with the same strides are disjoint, proven as for
@@ -354,7 +356,7 @@ class Planner {
     mm.b = ProductOperand(b);
     mm.out = ProductOperand(out);
     Access access;
-    access.reads = {RangeOf(a), RangeOf(b)};
+    access.reads = {RangeOf(a, ReadRole::kProductA), RangeOf(b)};
     access.writes = {RangeOf(out)};
     GPUOS_ASSIGN_OR_RETURN(const AttributeValues attributes, AttributeValues::Of(task, where));
     if (with_bias) {
@@ -405,7 +407,7 @@ class Planner {
       if (mm.residual) {
         if (t[5].sizes != out.sizes) return Refuse(where, "the residual must have out's sizes");
         mm.r = ProductOperand(t[5]);
-        access.reads.push_back(RangeOf(t[5]));
+        access.reads.push_back(RangeOf(t[5], ReadRole::kResidual));
       }
     }
     GPUOS_RETURN_IF_ERROR(TileMatmul(where, mm));
@@ -656,7 +658,7 @@ class Planner {
     rows.in = RowViewOf(in);
     rows.out = RowViewOf(out);
     Access access;
-    access.reads = {RangeOf(in)};
+    access.reads = {RangeOf(in, ReadRole::kRowsIn)};
     access.writes = {RangeOf(out)};
     GPUOS_ASSIGN_OR_RETURN(const AttributeValues attributes, AttributeValues::Of(task, where));
     if (rows.kind <= 1) {
@@ -812,6 +814,7 @@ class Planner {
   std::vector<Stage> stages_;
   std::vector<Access> accesses_;
   std::vector<std::vector<bool>> closure_;  // closure_[s][q]: s waits for q, transitively
+  std::size_t flagged_slots_ = 0;
 };
 
 }  // namespace
@@ -821,12 +824,14 @@ bool HasOwnStageCode(std::string_view name) {
 }
 
 Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
-  GPUOS_ASSIGN_OR_RETURN(std::vector<Stage> stages, Planner(desc).Run());
+  Planner planner(desc);
+  GPUOS_ASSIGN_OR_RETURN(std::vector<Stage> stages, planner.Run());
   StitchedProgram result;
   result.table_entries = desc.num_buffers + 1;
   for (const Stage& stage : stages) result.tiles += stage.tiles;
-  result.counter_bytes = (stages.size() + 1) * kCounterStrideBytes;
+  result.counter_bytes = (stages.size() + 1) * kCounterStrideBytes + planner.flagged_slots() * 8;
   std::string description = "stitched: " + std::to_string(stages.size()) + " stages:";
+  std::string flagged;  // the stages whose outputs are flagged intermediates
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     description += (s == 0 ? " " : " -> ") + stage.op + "(" + std::to_string(stage.tiles) + ")";
@@ -840,8 +845,11 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
     info.first_tile = stage.first_tile;
     info.tiles = stage.tiles;
     info.waits = stage.waits;
+    info.flagged_output = stage.kind == Stage::Kind::kMatmul && stage.matmul.out.flagged;
+    if (info.flagged_output) flagged += (flagged.empty() ? "" : ",") + std::to_string(s);
     result.stages.push_back(std::move(info));
   }
+  if (!flagged.empty()) description += "; flagged outputs: stages " + flagged;
   const jit::StitchCode unnamed = jit::GenerateStitchCode(
       stages, result.table_entries, result.tiles, std::string(kVirtualFilePrefix));
   ContentHasher hasher;

@@ -210,6 +210,18 @@ class Tile {
 
   __device__ const OpContext& ctx() const { return *ctx_; }
 
+  // Slot `slot` of the counter buffer (flagged intermediates).
+  __device__ unsigned long long* slot(long long slot) const { return counters_ + slot; }
+
+  // Any thread: the tag of this run's flagged values, run + 1 (1 in the
+  // first run, so that the zeroed slots never match). One load of the
+  // task's counter: r * tiles + the tiles of run r done so far, fewer than
+  // tiles while this tile is not done.
+  __device__ unsigned int RunTag() const {
+    return static_cast<unsigned int>(LoadRelaxed(counters_ + stages_ * kCounterStride) / tiles_ +
+                                     1);
+  }
+
  private:
   const OpContext* ctx_;
   const TensorDesc* table_;
@@ -220,6 +232,58 @@ class Tile {
   // the tiles of run r done so far (fewer than tiles_).
   unsigned long long task_count_ = 0;
 };
+
+// Flagged intermediates (docs/stitching.md, "Flagged intermediates"): a
+// product stage's output that only later stages read lives in 8-byte slots
+// of the counter buffer, each a value (low word) and the tag of the run
+// that stored it (high word, Tile::RunTag), written and read with single
+// 64-bit relaxed accesses: a reader that sees the tag sees the value, with
+// no fence on either side and no count to wait for (NCCL's LL protocol).
+// f32 values only.
+__device__ __forceinline__ void StoreFlagged(unsigned long long* slot, float value,
+                                             unsigned int tag) {
+  const unsigned long long word =
+      (static_cast<unsigned long long>(tag) << 32) | __float_as_uint(value);
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(slot), "l"(word) : "memory");
+}
+
+// One thread: the values of slots `slot_of(0..N-1)` once each carries
+// `tag` (`pad` where slot_of gives null). All N loads are in flight at
+// once, then only the slots still short are read again. After kWaitLimitNs
+// it reports kWaitTimedOut and returns what it has.
+template <int N, class SlotOf>
+__device__ __forceinline__ void LoadFlagged(const Tile& t, unsigned int tag, float pad,
+                                            const SlotOf& slot_of, float (&out)[N]) {
+  const unsigned long long ready = static_cast<unsigned long long>(tag) << 32;
+  unsigned long long word[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const unsigned long long* p = slot_of(i);
+    word[i] = p != nullptr ? LoadRelaxed(p) : ready | __float_as_uint(pad);
+  }
+  const auto short_any = [&]() {
+    bool any = false;
+#pragma unroll
+    for (int i = 0; i < N; ++i) any |= (word[i] >> 32) != tag;
+    return any;
+  };
+  if (short_any()) {
+    const unsigned long long start = NowNs();
+    do {
+      __nanosleep(20);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        if ((word[i] >> 32) != tag) word[i] = LoadRelaxed(slot_of(i));
+      }
+      if (NowNs() - start > kWaitLimitNs) {
+        t.ctx().fail(kWaitTimedOut);
+        break;
+      }
+    } while (short_any());
+  }
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = __uint_as_float(static_cast<unsigned int>(word[i]));
+}
 
 // A stage with nothing to wait for.
 struct NoWait {

@@ -65,10 +65,15 @@ __device__ __forceinline__ void LoadAlongK(const T* p, long long k_stride, bool 
   }
 }
 
-// The stage's tensors, read from the table once per tile (Tile::ptr).
+// The stage's tensors, read from the table once per tile (Tile::ptr); a
+// flagged one (P::kAFlagged, kRFlagged, kOFlagged: stitch.cuh,
+// StoreFlagged) as its slots, with this run's tag.
 template <class P>
 struct MatmulPointers {
   using T = typename P::T;
+  static constexpr bool kAnyFlagged = P::kAFlagged || P::kRFlagged || P::kOFlagged;
+  static_assert(!kAnyFlagged || sizeof(T) == 4, "flagged values are f32");
+  const Tile& tile;
   const T* a;
   const T* b;
   const T* c;
@@ -76,14 +81,23 @@ struct MatmulPointers {
   const T* bias;
   const T* r;
   T* out;
+  const unsigned long long* a_slots;
+  const unsigned long long* r_slots;
+  unsigned long long* out_slots;
+  unsigned int tag;
   __device__ explicit MatmulPointers(const Tile& t)
-      : a(t.ptr<const T>(P::kA) + P::kAOff),
+      : tile(t),
+        a(P::kAFlagged ? nullptr : t.ptr<const T>(P::kA) + P::kAOff),
         b(t.ptr<const T>(P::kB) + P::kBOff),
         c(P::kBias ? t.ptr<const T>(P::kC) + P::kCOff : nullptr),
         weight(P::kNorm != 0 ? t.ptr<const T>(P::kG) + P::kGOff : nullptr),
         bias(P::kNorm != 0 ? t.ptr<const T>(P::kH) + P::kHOff : nullptr),
-        r(P::kResidual ? t.ptr<const T>(P::kR) + P::kROff : nullptr),
-        out(t.ptr<T>(P::kO) + P::kOOff) {}
+        r(P::kResidual && !P::kRFlagged ? t.ptr<const T>(P::kR) + P::kROff : nullptr),
+        out(P::kOFlagged ? nullptr : t.ptr<T>(P::kO) + P::kOOff),
+        a_slots(P::kAFlagged ? t.slot(P::kAOff) : nullptr),
+        r_slots(P::kResidual && P::kRFlagged ? t.slot(P::kROff) : nullptr),
+        out_slots(P::kOFlagged ? t.slot(P::kOOff) : nullptr),
+        tag(kAnyFlagged ? t.RunTag() : 0u) {}
 };
 
 // Rows [m0, m0 + kBM) of a' into `smem` as the compute type, dense [kBM][kK]
@@ -96,8 +110,10 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
   static_assert(P::kBM * P::kK * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
                 "the tile's rows must fit the scratch");
   C* const rows = reinterpret_cast<C*>(smem);
-  const T* const a =
-      p.a + static_cast<long long>(batch) * P::kASb + static_cast<long long>(m0) * P::kASm;
+  const long long a_first =
+      static_cast<long long>(batch) * P::kASb + static_cast<long long>(m0) * P::kASm;
+  const T* const a = P::kAFlagged ? nullptr : p.a + a_first;
+  const unsigned long long* const a_slots = P::kAFlagged ? p.a_slots + a_first : nullptr;
   if constexpr (P::kNorm != 0) {
     constexpr int kPerLane = (P::kK + 31) / 32;
     const int lane = threadIdx.x & 31;
@@ -109,15 +125,30 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
         for (int k = lane; k < P::kK; k += 32) dst[k] = C(0);
         continue;
       }
-      const T* const src = a + static_cast<long long>(m) * P::kASm;
       C x[kPerLane], w[kPerLane], b[kPerLane];
 #pragma unroll
       for (int i = 0; i < kPerLane; ++i) {
         const int k = lane + 32 * i;
         const bool in = k < P::kK;
-        x[i] = in ? convert<C>(Load(src + k * P::kASk)) : C(0);
+        if constexpr (!P::kAFlagged) {
+          x[i] = in ? convert<C>(Load(a + static_cast<long long>(m) * P::kASm + k * P::kASk))
+                    : C(0);
+        }
         w[i] = in ? convert<C>(Load(weight + k * P::kGS)) : C(0);
         b[i] = in ? convert<C>(Load(bias + k * P::kHS)) : C(0);
+      }
+      if constexpr (P::kAFlagged) {
+        const unsigned long long* const src = a_slots + static_cast<long long>(m) * P::kASm;
+        float v[kPerLane];
+        LoadFlagged<kPerLane>(
+            p.tile, p.tag, 0.f,
+            [&](int i) -> const unsigned long long* {
+              const int k = lane + 32 * i;
+              return k < P::kK ? src + k * P::kASk : nullptr;
+            },
+            v);
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) x[i] = v[i];
       }
       C sum = C(0);
 #pragma unroll
@@ -137,6 +168,28 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
         if (k < P::kK) {
           dst[k] = convert<C>(NormOutput<T>((x[i] - mean) * scale * w[i] + b[i], P::kNorm - 1));
         }
+      }
+    }
+  } else if constexpr (P::kAFlagged) {
+    // Eight slots a thread in flight at once.
+    constexpr int kTotal = P::kBM * P::kK;
+    constexpr int kBatchLoads = 8;
+    for (int first = threadIdx.x; first < kTotal; first += kThreads * kBatchLoads) {
+      float v[kBatchLoads];
+      LoadFlagged<kBatchLoads>(
+          p.tile, p.tag, 0.f,
+          [&](int j) -> const unsigned long long* {
+            const int i = first + j * kThreads;
+            const int m = i / P::kK;
+            const int k = i - m * P::kK;
+            return i < kTotal && m0 + m < P::kM
+                       ? a_slots + static_cast<long long>(m) * P::kASm + k * P::kASk
+                       : nullptr;
+          },
+          v);
+#pragma unroll
+      for (int j = 0; j < kBatchLoads; ++j) {
+        if (first + j * kThreads < kTotal) rows[first + j * kThreads] = v[j];
       }
     }
   } else {
@@ -175,16 +228,29 @@ __device__ __forceinline__ void StoreProduct(const MatmulPointers<P>& p, int bat
     // As the activation's and the add's tasks would read the product: in T.
     C y = convert<C>(NormOutput<T>(convert<C>(convert<T>(v)), P::kAct));
     if constexpr (P::kResidual) {
-      y += convert<C>(Load(p.r + static_cast<long long>(batch) * P::kRSb +
+      const long long at = static_cast<long long>(batch) * P::kRSb +
                            static_cast<long long>(row) * P::kRSm +
-                           static_cast<long long>(n) * P::kRSn));
+                           static_cast<long long>(n) * P::kRSn;
+      if constexpr (P::kRFlagged) {
+        float residual[1];
+        LoadFlagged<1>(
+            p.tile, p.tag, 0.f, [&](int) { return p.r_slots + at; }, residual);
+        y += residual[0];
+      } else {
+        y += convert<C>(Load(p.r + at));
+      }
     }
     result = convert<T>(y);
   } else {
     result = convert<T>(v);
   }
-  p.out[static_cast<long long>(batch) * P::kOSb + static_cast<long long>(row) * P::kOSm +
-        static_cast<long long>(n) * P::kOSn] = result;
+  const long long at = static_cast<long long>(batch) * P::kOSb +
+                       static_cast<long long>(row) * P::kOSm + static_cast<long long>(n) * P::kOSn;
+  if constexpr (P::kOFlagged) {
+    StoreFlagged(p.out_slots + at, result, p.tag);
+  } else {
+    p.out[at] = result;
+  }
 }
 
 template <class P, class Wait>

@@ -35,7 +35,10 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
   constexpr int kRowsPerWarp = (P::kRowsPerTile + kWarps - 1) / kWarps;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const T* const in = t.ptr<const T>(P::kIn) + P::kInOff;
+  static_assert(!P::kInFlagged || sizeof(T) == 4, "flagged values are f32");
+  const T* const in = P::kInFlagged ? nullptr : t.ptr<const T>(P::kIn) + P::kInOff;
+  const unsigned long long* const in_slots = P::kInFlagged ? t.slot(P::kInOff) : nullptr;
+  const unsigned int tag = P::kInFlagged ? t.RunTag() : 0u;
   T* const out = t.ptr<T>(P::kOut) + P::kOutOff;
   C w[kNorm ? kPerLane : 1];
   C h[P::kKind == kLayerNorm ? kPerLane : 1];
@@ -69,11 +72,24 @@ __device__ __forceinline__ void Rows(const Tile& t, int tile, const Wait& wait) 
 #pragma unroll
   for (int q = 0; q < kRowsPerWarp; ++q) {
     const long long r = first + warp + kWarps * q;
-    const T* const src = in + (r < end ? P::InRow(r) : 0);
+    const long long row = r < end ? P::InRow(r) : 0;
+    if constexpr (P::kInFlagged) {
+      float v[kPerLane];
+      LoadFlagged<kPerLane>(
+          t, tag, static_cast<float>(kPad),
+          [&](int i) -> const unsigned long long* {
+            const int j = lane + 32 * i;
+            return r < end && j < P::kL ? in_slots + row + j * P::kInSL : nullptr;
+          },
+          v);
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int j = lane + 32 * i;
-      x[q][i] = r < end && j < P::kL ? convert<C>(Load(src + j * P::kInSL)) : kPad;
+      for (int i = 0; i < kPerLane; ++i) x[q][i] = v[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int j = lane + 32 * i;
+        x[q][i] = r < end && j < P::kL ? convert<C>(Load(in + row + j * P::kInSL)) : kPad;
+      }
     }
   }
 #pragma unroll

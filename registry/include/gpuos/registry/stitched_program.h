@@ -7,11 +7,14 @@
 // The operator's task takes a *table* of descriptors (runtime::TaskGraph::
 // AddTableTask): entry b is buffer b of the program (its address; dtype,
 // sizes and strides are ignored), and the last entry is the address of
-// `counter_bytes` of zeroed device memory the stages synchronize through.
+// `counter_bytes` of zeroed device memory the stages synchronize through
+// (their counters, then the slots of flagged intermediates).
 // The caller guarantees, at every run: each buffer's address is a multiple
 // of 16 bytes; runs of one stitched program do not overlap (start the next
-// after the previous finished); the counters are zero before the first run
-// and after a run that failed (a run that succeeds leaves them zero).
+// after the previous finished); all `counter_bytes` are zero before the
+// first run and after a run that failed (a run that succeeds leaves them as
+// the next run reads them: the counters count on over the runs, and each
+// flagged value carries the number of the run that stored it).
 //
 // Elementwise stages compose their operators' own code (their `body` and
 // `device_code`, through FuseElementwise), so a new version of `mul` gives a
@@ -77,6 +80,13 @@ struct StitchDesc {
   // attention stage (stitch_attention.cuh) where its shapes fit: the
   // scores and probabilities are still stored.
   bool fuse_attention = true;
+  // Buffers that only the program's own tasks read (intermediates): a
+  // product's output in one of them may become a flagged intermediate
+  // (docs/stitching.md, "Flagged intermediates"), whose values carry their
+  // own readiness, so that the stages reading it need not wait for its
+  // count. Indices at or past num_buffers are ignored.
+  std::vector<std::uint32_t> internal_buffers;
+  bool flag_intermediates = true;  // false: none (an A/B switch)
 };
 
 // One stage of the result (diagnostics and tests).
@@ -87,6 +97,7 @@ struct StitchStage {
   std::uint32_t first_tile = 0;
   std::uint32_t tiles = 0;
   std::vector<std::uint32_t> waits;  // stages it waits for (a transitive reduction)
+  bool flagged_output = false;       // its output is a flagged intermediate
 };
 
 struct StitchedProgram {
