@@ -247,6 +247,15 @@ __device__ __forceinline__ void StoreFlagged(unsigned long long* slot, float val
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(slot), "l"(word) : "memory");
 }
 
+// The nap between two polls of flagged slots, in ns (0, the default: none;
+// a JIT define, for A/B runs). On H200s a 20 ns nap changed the mlp's and
+// decoder_step's device spans by 0.3 us at most, either way in two calls
+// (bench/results/experiments/flag_nap_ab_f60a132.txt, flag_nap_epilogue_
+// 9c0b6ea.txt): polling without one costs nothing measurable.
+#ifndef GPUOS_STITCH_FLAG_NAP_NS
+#define GPUOS_STITCH_FLAG_NAP_NS 0
+#endif
+
 // One thread: the values of slots `slot_of(0..N-1)` once each carries
 // `tag` (`pad` where slot_of gives null). All N loads are in flight at
 // once, then only the slots still short are read again. After kWaitLimitNs
@@ -270,7 +279,7 @@ __device__ __forceinline__ void LoadFlagged(const Tile& t, unsigned int tag, flo
   if (short_any()) {
     const unsigned long long start = NowNs();
     do {
-      __nanosleep(20);
+      if (GPUOS_STITCH_FLAG_NAP_NS > 0) __nanosleep(GPUOS_STITCH_FLAG_NAP_NS);
 #pragma unroll
       for (int i = 0; i < N; ++i) {
         if ((word[i] >> 32) != tag) word[i] = LoadRelaxed(slot_of(i));

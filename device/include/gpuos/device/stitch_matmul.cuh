@@ -336,21 +336,36 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
     for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
   }
   GPUOS_PHASE_MARK(phase_clock, 14);
+  // Every lane holds every sum now: lane L stores output L (and L + 32,
+  // ...; output m * kColumnsPerWarp + j is (m, j)), so that the warp's
+  // epilogues (bias, activation, residual, store) run side by side rather
+  // than one lane after another.
+  constexpr int kOutputs = P::kBM * kColumnsPerWarp;
+  constexpr int kOutputsPerLane = (kOutputs + 31) / 32;
 #pragma unroll
-  for (int m = 0; m < P::kBM; ++m) {
+  for (int q = 0; q < kOutputsPerLane; ++q) {
+    const int output = lane + 32 * q;
+    C value = C(0);
+    C b_value = C(0);
+    int m_of = 0;
+    int j_of = 0;
 #pragma unroll
-    for (int j = 0; j < kColumnsPerWarp; ++j) {
-      const int row = m0 + m;
-      const int n = n0 + warp + kWarps * j;
-      if (lane == ((m * kColumnsPerWarp + j) & 31) && row < P::kM && n < P::kN) {
-        C b_value = C(0);
-        if constexpr (kBiasEarly) {
-          b_value = bias[m][j];
-        } else if constexpr (P::kBias) {
-          b_value = BiasAt(p, batch, row, n);
+    for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+      for (int j = 0; j < kColumnsPerWarp; ++j) {
+        if (output == m * kColumnsPerWarp + j) {
+          value = acc[m][j];
+          m_of = m;
+          j_of = j;
+          if constexpr (kBiasEarly) b_value = bias[m][j];
         }
-        StoreProduct<P>(p, batch, row, n, acc[m][j], b_value);
       }
+    }
+    const int row = m0 + m_of;
+    const int n = n0 + warp + kWarps * j_of;
+    if (output < kOutputs && row < P::kM && n < P::kN) {
+      if constexpr (!kBiasEarly && P::kBias) b_value = BiasAt(p, batch, row, n);
+      StoreProduct<P>(p, batch, row, n, value, b_value);
     }
   }
   GPUOS_PHASE_MARK(phase_clock, 15);
