@@ -251,7 +251,7 @@ __device__ __forceinline__ void StoreFlagged(unsigned long long* slot, float val
 // a JIT define, for A/B runs). On H200s a 20 ns nap changed the mlp's and
 // decoder_step's device spans by 0.3 us at most, either way in two calls
 // (bench/results/experiments/flag_nap_ab_f60a132.txt, flag_nap_epilogue_
-// 9c0b6ea.txt): polling without one costs nothing measurable.
+// addc735.txt): polling without one costs nothing measurable.
 #ifndef GPUOS_STITCH_FLAG_NAP_NS
 #define GPUOS_STITCH_FLAG_NAP_NS 0
 #endif
