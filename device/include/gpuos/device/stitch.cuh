@@ -105,43 +105,6 @@ __device__ __forceinline__ C WarpMax(C v) {
   return v;
 }
 
-// The least power of two >= n (n >= 1).
-__host__ __device__ constexpr int PowerOfTwoAtLeast(int n) { return n <= 1 ? 1 : 2 * PowerOfTwoAtLeast((n + 1) / 2); }
-
-// The warp's sums of V values a lane (V a power of two, at most 32), one
-// a lane: returns the warp's total of value ReducedIndex<V>(lane), which
-// 32 / V neighbouring lanes hold. Each of log2(V) exchanges halves the
-// values a lane holds (a lane keeps one half, its partner the other, each
-// adding what the other sends), then log2(32 / V) shuffles finish the last
-// one: V - 1 + log2(32 / V) shuffles where a WarpSum each takes 5 V.
-// `v` is clobbered.
-template <int V, typename C>
-__device__ __forceinline__ C ReduceScatter(C (&v)[V]) {
-  static_assert(V >= 1 && V <= 32 && (V & (V - 1)) == 0, "V: a power of two up to 32");
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int half = V / 2, offset = 16; half >= 1; half /= 2, offset /= 2) {
-    const bool upper = (lane & offset) != 0;
-#pragma unroll
-    for (int i = 0; i < half; ++i) {
-      const C send = upper ? v[i] : v[i + half];
-      const C keep = upper ? v[i + half] : v[i];
-      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
-    }
-  }
-  C total = v[0];
-#pragma unroll
-  for (int offset = 16 / V; offset >= 1; offset /= 2) {
-    total += __shfl_xor_sync(0xffffffffu, total, offset);
-  }
-  return total;
-}
-// Which of ReduceScatter<V>'s values lane `lane` holds.
-template <int V>
-__device__ __forceinline__ int ReducedIndex(int lane) {
-  return lane / (32 / V);
-}
-
 // One tile of a stitched task: its buffers and its stage's synchronization.
 // Buffer addresses are read from the task's table in device memory where a
 // stage needs them (each stage reads its few once, before it waits), not

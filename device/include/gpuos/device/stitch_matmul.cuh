@@ -330,11 +330,22 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
       }
     }
   }
-  // Output m * kColumnsPerWarp + j of the warp is (m, j); its epilogue
-  // (bias, activation, residual, store) runs on one lane, the warp's side
-  // by side rather than one lane after another.
+#pragma unroll
+  for (int m = 0; m < P::kBM; ++m) {
+#pragma unroll
+    for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
+  }
+  GPUOS_PHASE_MARK(phase_clock, 14);
+  // Every lane holds every sum now: lane L stores output L (and L + 32,
+  // ...; output m * kColumnsPerWarp + j is (m, j)), so that the warp's
+  // epilogues (bias, activation, residual, store) run side by side rather
+  // than one lane after another.
   constexpr int kOutputs = P::kBM * kColumnsPerWarp;
-  const auto epilogue = [&](int output, C value) {
+  constexpr int kOutputsPerLane = (kOutputs + 31) / 32;
+#pragma unroll
+  for (int q = 0; q < kOutputsPerLane; ++q) {
+    const int output = lane + 32 * q;
+    C value = C(0);
     C b_value = C(0);
     int m_of = 0;
     int j_of = 0;
@@ -343,6 +354,7 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
 #pragma unroll
       for (int j = 0; j < kColumnsPerWarp; ++j) {
         if (output == m * kColumnsPerWarp + j) {
+          value = acc[m][j];
           m_of = m;
           j_of = j;
           if constexpr (kBiasEarly) b_value = bias[m][j];
@@ -354,42 +366,6 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
     if (output < kOutputs && row < P::kM && n < P::kN) {
       if constexpr (!kBiasEarly && P::kBias) b_value = BiasAt(p, batch, row, n);
       StoreProduct<P>(p, batch, row, n, value, b_value);
-    }
-  };
-  if constexpr (kOutputs <= 32) {
-    // One reduce-scatter of the warp's sums (ReduceScatter: 15 shuffles
-    // at batch 8 where a WarpSum each took 80); the first lane holding an
-    // output stores it.
-    constexpr int kPadded = PowerOfTwoAtLeast(kOutputs);
-    C sums[kPadded];
-#pragma unroll
-    for (int i = 0; i < kPadded; ++i) {
-      sums[i] = i < kOutputs ? acc[i / kColumnsPerWarp][i % kColumnsPerWarp] : C(0);
-    }
-    const C total = ReduceScatter<kPadded>(sums);
-    GPUOS_PHASE_MARK(phase_clock, 14);
-    const int output = ReducedIndex<kPadded>(lane);
-    if (lane % (32 / kPadded) == 0) epilogue(output, total);
-  } else {
-#pragma unroll
-    for (int m = 0; m < P::kBM; ++m) {
-#pragma unroll
-      for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
-    }
-    GPUOS_PHASE_MARK(phase_clock, 14);
-    // Every lane holds every sum: lane L stores outputs L, L + 32, ...
-#pragma unroll
-    for (int q = 0; q < (kOutputs + 31) / 32; ++q) {
-      const int output = lane + 32 * q;
-      C value = C(0);
-#pragma unroll
-      for (int m = 0; m < P::kBM; ++m) {
-#pragma unroll
-        for (int j = 0; j < kColumnsPerWarp; ++j) {
-          if (output == m * kColumnsPerWarp + j) value = acc[m][j];
-        }
-      }
-      epilogue(output, value);
     }
   }
   GPUOS_PHASE_MARK(phase_clock, 15);
