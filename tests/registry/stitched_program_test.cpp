@@ -353,7 +353,7 @@ TEST_F(StitchedProgramTest, MlpIntermediatesAreFlaggedAndWaitForNothing) {
   for (long long rows : {1, 3, 8}) {
     SCOPED_TRACE("batch " + std::to_string(rows));
     StitchDesc desc = Mlp(rows);
-    desc.internal_buffers = {3, 8, 13, 18, 99};  // 99: past num_buffers, ignored
+    desc.internal_buffers = {3, 8, 13, 18};
     auto program = StitchProgram(desc);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     ASSERT_EQ(program->stages.size(), 5u);
@@ -368,8 +368,7 @@ TEST_F(StitchedProgramTest, MlpIntermediatesAreFlaggedAndWaitForNothing) {
     EXPECT_NE(code.find("kAOff = 96ll;"), std::string::npos);
     EXPECT_NE(code.find("kOOff = " + std::to_string(96 + slots) + "ll;"), std::string::npos);
     EXPECT_NE(code.find("kInFlagged = true;"), std::string::npos);
-    EXPECT_NE(program->op.description.find("; flagged outputs: stages 0,1,2,3"),
-              std::string::npos)
+    EXPECT_NE(program->op.description.find("; flagged outputs: stages 0,1,2,3"), std::string::npos)
         << program->op.description;
     ExpectCompiles(*program);
 
@@ -404,17 +403,74 @@ TEST_F(StitchedProgramTest, OnlyInternalOutputsWithFlagReadersAreFlagged) {
     for (const StitchStage& stage : program->stages) EXPECT_FALSE(stage.flagged_output);
     EXPECT_EQ(program->counter_bytes, (program->stages.size() + 1) * 128u);
   }
-  {  // a second writer of the range, and a reader before the producer
+}
+
+// Each rule of FlagIntermediates on its own: one product writes buffer 3
+// (internal), a second task reads it; only the last case is flagged.
+TEST_F(StitchedProgramTest, FlagsOnlyWhatEveryReaderCanPoll) {
+  const auto plan = [](StitchDesc desc) {
+    desc.internal_buffers = {3};
+    auto program = StitchProgram(desc);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    return program.ok() ? *program : StitchedProgram{};
+  };
+  const auto expect_kept = [](const StitchedProgram& program, const std::string& why) {
+    SCOPED_TRACE(why);
+    for (const StitchStage& stage : program.stages) EXPECT_FALSE(stage.flagged_output);
+    ASSERT_EQ(program.stages.size(), 2u);
+    EXPECT_EQ(program.stages[1].waits, std::vector<std::uint32_t>{0});
+    EXPECT_EQ(program.counter_bytes, 3u * 128u);
+  };
+  StitchDesc base;
+  base.num_buffers = 6;
+  base.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 1, 256, 256));
+  {  // read as a product's b (its weights): a load path without flags
+    StitchDesc desc = base;
+    desc.tasks.push_back(
+        Task("matmul", {Dense(0, {1, 256}), Dense(3, {256, 1}), Dense(4, {1, 1})}));
+    expect_kept(plan(desc), "b");
+  }
+  {  // read by an elementwise task
+    StitchDesc desc = base;
+    desc.tasks.push_back(Task("relu", {Dense(3, {1, 256}), Dense(4, {1, 256})}));
+    expect_kept(plan(desc), "elementwise");
+  }
+  {  // a reader's view reaches past the producer's range
+    StitchDesc desc = base;
+    desc.tasks.push_back(Linear("addmm", 3, 1, 2, 4, 1, 256, 256));
+    desc.tasks[1].tensors[0] = Dense(3, {2, 256});
+    desc.tasks[1].tensors[2] = View(2, {2, 256}, {0, 1});
+    desc.tasks[1].tensors.back() = Dense(4, {2, 256});
+    expect_kept(plan(desc), "past the range");
+  }
+  {  // not dense: the product writes every other column of its range
+    StitchDesc desc = base;
+    desc.tasks[0].tensors.back() = View(3, {1, 256}, {512, 2});
+    desc.tasks.push_back(Linear("addmm", 3, 1, 2, 4, 1, 256, 256));
+    desc.tasks[1].tensors[0] = View(3, {1, 256}, {512, 2});
+    expect_kept(plan(desc), "not dense");
+  }
+  {  // a second writer of the range
+    StitchDesc desc = base;
+    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 1, 256, 256));
+    StitchedProgram program = plan(desc);
+    for (const StitchStage& stage : program.stages) EXPECT_FALSE(stage.flagged_output);
+  }
+  {  // too many values to poll one by one
     StitchDesc desc;
     desc.num_buffers = 6;
-    desc.internal_buffers = {3};
-    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 1, 256, 256));
-    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 1, 256, 256));
+    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, 128, 256, 256));  // 32768 values
+    desc.tasks.push_back(Linear("addmm", 3, 1, 2, 4, 128, 256, 256));
+    expect_kept(plan(desc), "too large");
+  }
+  {  // the same reader as an addmm's a: flagged, no wait
+    StitchDesc desc = base;
     desc.tasks.push_back(Linear("addmm", 3, 1, 2, 4, 1, 256, 256));
-    auto program = StitchProgram(desc);
-    ASSERT_TRUE(program.ok()) << program.status().ToString();
-    for (const StitchStage& stage : program->stages) EXPECT_FALSE(stage.flagged_output);
-    EXPECT_EQ(program->stages[2].waits, std::vector<std::uint32_t>{1});
+    StitchedProgram program = plan(desc);
+    ASSERT_EQ(program.stages.size(), 2u);
+    EXPECT_TRUE(program.stages[0].flagged_output);
+    EXPECT_TRUE(program.stages[1].waits.empty());
+    EXPECT_EQ(program.counter_bytes, 3u * 128u + 256u * 8u);
   }
 }
 
@@ -646,6 +702,12 @@ TEST_F(StitchedProgramTest, RejectsMalformedDescriptions) {
   desc = Attention(32);
   desc.tasks[0].op = nullptr;
   EXPECT_EQ(StitchProgram(desc).status().code(), StatusCode::kInvalidArgument);
+  desc = Attention(32);
+  desc.internal_buffers = {3, 7};
+  auto internal = StitchProgram(desc);
+  ASSERT_FALSE(internal.ok());
+  EXPECT_EQ(internal.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(internal.status().message().find("internal buffer 7"), std::string::npos);
 }
 
 }  // namespace

@@ -9,8 +9,7 @@
 namespace gpuos::registry::jit {
 namespace {
 
-constexpr long long kValueBytes = 4;   // f32: stage code is written for it only
-constexpr std::size_t kSlotAlign = 16;  // slots: 128 bytes
+constexpr long long kValueBytes = 4;  // f32: flagged values are (stitch.cuh, StoreFlagged)
 
 bool Overlaps(const Range& r, std::uint32_t buffer, long long begin, long long end) {
   return r.buffer == buffer && r.begin < end && begin < r.end;
@@ -30,8 +29,8 @@ bool TakesFlags(Stage::Kind kind, ReadRole role) {
   return false;
 }
 
-// The operand of stage `stage` that a read of `role` names.
-Strided3* ProductOperand(Stage& stage, ReadRole role) {
+// The product operand of stage `stage` that a read of `role` names.
+Strided3* OperandOf(Stage& stage, ReadRole role) {
   return role == ReadRole::kProductA ? &stage.matmul.a : &stage.matmul.r;
 }
 
@@ -54,8 +53,12 @@ std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages
   for (std::size_t p = 0; p < stages.size(); ++p) {
     if (stages[p].kind != Stage::Kind::kMatmul) continue;
     MatmulStage& mm = stages[p].matmul;
-    if (mm.out.flagged || !internal[mm.out.buffer] || !DenseOutput(mm)) continue;
     const long long numel = mm.batch * mm.m * mm.n;
+    if (mm.out.flagged || !internal[mm.out.buffer] || !DenseOutput(mm) ||
+        numel > kMaxFlaggedValues || accesses[p].writes.empty() ||
+        accesses[p].writes[0].view.dtype != DType::kF32) {
+      continue;
+    }
     const std::uint32_t buffer = mm.out.buffer;
     const long long begin = mm.out.offset * kValueBytes;
     const long long end = (mm.out.offset + numel) * kValueBytes;
@@ -66,8 +69,7 @@ std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages
       }
       for (const Range& r : accesses[s].reads) {
         if (!Overlaps(r, buffer, begin, end)) continue;
-        ok = ok && s > p && TakesFlags(stages[s].kind, r.role) && r.begin >= begin &&
-             r.end <= end;
+        ok = ok && s > p && TakesFlags(stages[s].kind, r.role) && r.begin >= begin && r.end <= end;
       }
     }
     if (!ok) continue;
@@ -85,7 +87,7 @@ std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages
           in.offset += shift;
           in.flagged = true;
         } else {
-          Strided3* operand = ProductOperand(stages[s], reads[i].role);
+          Strided3* operand = OperandOf(stages[s], reads[i].role);
           operand->offset += shift;
           operand->flagged = true;
         }
@@ -94,7 +96,7 @@ std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages
     }
     mm.out.offset = base;
     mm.out.flagged = true;
-    used += (static_cast<std::size_t>(numel) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+    used += (static_cast<std::size_t>(numel) + kSlotsPerLine - 1) / kSlotsPerLine * kSlotsPerLine;
   }
   return used;
 }

@@ -128,6 +128,15 @@ struct Stage {
   std::vector<std::uint32_t> waits;
 };
 
+// 8-byte slots (a 64-bit counter, a flagged value) in one 128-byte line of
+// the counter buffer: each stage counter takes a line, and flagged values
+// start on one.
+inline constexpr std::size_t kSlotsPerLine = 16;
+// The most values a flagged intermediate holds (FlagIntermediates): each
+// reader polls its values one 8-byte slot at a time; measured up to 2048
+// (mlp_microbatch at batch 8, docs/stitching.md).
+inline constexpr long long kMaxFlaggedValues = 1 << 14;
+
 // How a stage reads a byte range of a buffer: the reads whose code can
 // take flagged slots (FlagIntermediates) are named.
 enum class ReadRole { kOther, kProductA, kResidual, kRowsIn };
@@ -151,10 +160,10 @@ struct Access {
 // slots of the counter buffer from slot `first_slot` on, where each value
 // carries the run that stored it; its readers poll the values instead of
 // waiting for the stage's count, so their reads of it leave `accesses`
-// (no wait). Requires the producer's output dense (every element in its
-// range written by it) and written by no other stage, and every read of
-// that range by a named role, inside it, in a later stage. Returns the
-// slots used (a multiple of 16: 128 bytes).
+// (no wait). Requires the producer's output f32, dense (every element in
+// its range written by it), of at most kMaxFlaggedValues values and written
+// by no other stage, and every read of that range by a named role, inside
+// it, in a later stage. Returns the slots used (whole lines).
 std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages,
                               std::vector<Access>& accesses, std::size_t first_slot);
 

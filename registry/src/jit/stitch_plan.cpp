@@ -46,7 +46,7 @@ constexpr long long kFewRows = 8;          // rows a kKFast tile holds
 constexpr long long kMaxProductTileBytes = 32 * 1024;
 constexpr std::uint32_t kMaxTiles = 65535;
 constexpr long long kCounterStrideBytes = 128;
-constexpr std::size_t kCounterSlots = kCounterStrideBytes / 8;  // 8-byte slots a counter takes
+static_assert(jit::kSlotsPerLine * 8 == kCounterStrideBytes, "a counter takes one line");
 
 // Where a task's problem is reported: "task 3 (cat)".
 std::string Where(std::size_t index, const StitchTask& task) {
@@ -136,6 +136,13 @@ class Planner {
                                 std::to_string(desc_.num_buffers));
     }
     if (desc_.tasks.empty()) return FailedPrecondition("the program has no tasks to stitch");
+    for (std::uint32_t b : desc_.internal_buffers) {
+      if (b >= desc_.num_buffers) {
+        return InvalidArgument("internal buffer " + std::to_string(b) +
+                               " is not below num_buffers (" + std::to_string(desc_.num_buffers) +
+                               ")");
+      }
+    }
     for (std::size_t i = 0; i < desc_.tasks.size(); ++i) {
       if (desc_.fuse_attention && AddAttention(i)) {
         i += 2;  // the scores' and the softmax's tasks are in the stage
@@ -145,7 +152,7 @@ class Planner {
     }
     if (desc_.flag_intermediates) {
       flagged_slots_ = jit::FlagIntermediates(desc_, stages_, accesses_,
-                                              (stages_.size() + 1) * kCounterSlots);
+                                              (stages_.size() + 1) * jit::kSlotsPerLine);
     }
     // Buffers some stage writes: a product whose b is not one of them may
     // load b before it waits.

@@ -216,7 +216,10 @@ class Tile {
   // Any thread: the tag of this run's flagged values, run + 1 (1 in the
   // first run, so that the zeroed slots never match). One load of the
   // task's counter: r * tiles + the tiles of run r done so far, fewer than
-  // tiles while this tile is not done.
+  // tiles while this tile is not done. The 32-bit tag wraps after 2^32
+  // runs, harmlessly: every run stores every slot of a flagged output
+  // (dense outputs only), so a slot holds the previous run's tag or this
+  // one's, never an older one that the wrap could bring back.
   __device__ unsigned int RunTag() const {
     return static_cast<unsigned int>(LoadRelaxed(counters_ + stages_ * kCounterStride) / tiles_ +
                                      1);
@@ -248,10 +251,10 @@ __device__ __forceinline__ void StoreFlagged(unsigned long long* slot, float val
 }
 
 // The nap between two polls of flagged slots, in ns (0, the default: none;
-// a JIT define, for A/B runs). On H200s a 20 ns nap changed the mlp's and
-// decoder_step's device spans by 0.3 us at most, either way in two calls
-// (bench/results/experiments/flag_nap_ab_f60a132.txt, flag_nap_epilogue_
-// addc735.txt): polling without one costs nothing measurable.
+// a JIT define, for A/B runs). On H200s a 20 ns nap made the mlp's device
+// spans 0.2-0.5 us longer in one call and moved them and decoder_step's by
+// -0.3 to +0.3 us in another (bench/results/experiments/flag_nap_ab_
+// f60a132.txt, flag_nap_epilogue_addc735.txt).
 #ifndef GPUOS_STITCH_FLAG_NAP_NS
 #define GPUOS_STITCH_FLAG_NAP_NS 0
 #endif

@@ -131,8 +131,8 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
         const int k = lane + 32 * i;
         const bool in = k < P::kK;
         if constexpr (!P::kAFlagged) {
-          x[i] = in ? convert<C>(Load(a + static_cast<long long>(m) * P::kASm + k * P::kASk))
-                    : C(0);
+          x[i] =
+              in ? convert<C>(Load(a + static_cast<long long>(m) * P::kASm + k * P::kASk)) : C(0);
         }
         w[i] = in ? convert<C>(Load(weight + k * P::kGS)) : C(0);
         b[i] = in ? convert<C>(Load(bias + k * P::kHS)) : C(0);

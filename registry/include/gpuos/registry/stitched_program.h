@@ -84,7 +84,7 @@ struct StitchDesc {
   // product's output in one of them may become a flagged intermediate
   // (docs/stitching.md, "Flagged intermediates"), whose values carry their
   // own readiness, so that the stages reading it need not wait for its
-  // count. Indices at or past num_buffers are ignored.
+  // count. Each below num_buffers.
   std::vector<std::uint32_t> internal_buffers;
   bool flag_intermediates = true;  // false: none (an A/B switch)
 };
@@ -123,8 +123,8 @@ bool HasOwnStageCode(std::string_view name);
 // and 3, an elementwise task that broadcasts its output, ...), and when
 // the program needs more tiles or buffers than a task holds;
 // InvalidArgument for a malformed description (a null operator, a tensor
-// count that differs from the operator's, a buffer out of range, a view
-// with a negative size).
+// count that differs from the operator's, a buffer or an internal buffer
+// out of range, a view with a negative size).
 Expected<StitchedProgram> StitchProgram(const StitchDesc& desc);
 
 }  // namespace gpuos::registry
