@@ -7,7 +7,10 @@ aligned runs the unstitched program instead; a program with an operator
 without stage code is not stitched and says why; a call that does not wait
 on the host (GPUOS_TORCH_HOST_WAIT_US=0) leaves the wait to PyTorch's
 stream; attention (scores, softmax, product) is one stage of odd shapes too, and
-stores the probabilities per head when they are returned.
+stores the probabilities per head when they are returned; flagged
+intermediates (a product's output polled as a later product's operand and
+residual) match eager and GPUOS_STITCH_FLAGS=0, on fewer worker blocks than
+tiles too.
 Skipped (with the reason) without a GPU."""
 
 import math
@@ -98,6 +101,70 @@ def test_many_runs_in_a_row_count_on_from_the_last(gpu):
         for i in list(range(0, 300, 37)) + [299]:
             torch.testing.assert_close(outputs[i], module(xs[i]), rtol=1e-4, atol=1e-5)
     assert gpuos.stats()["stitched_programs"] == 1
+
+
+class _ResidualBlock(torch.nn.Module):
+    """h = lin1(x); out = h + lin2(layer_norm(h)): h is read as a product's
+    a (through the norm prologue) and as its residual."""
+
+    def __init__(self, width: int = 256):
+        super().__init__()
+        self.lin1, self.lin2 = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        h = self.lin1(x)
+        return h + self.lin2(self.norm(h))
+
+
+def test_flagged_operand_and_residual_match_eager_and_unflagged(gpu, monkeypatch, stitch_notes):
+    # Docs/stitching.md, "Flagged intermediates": h's values carry their
+    # run's tag and the second product polls them twice (as a and as the
+    # residual); new inputs every call, so a stale value would show.
+    torch.manual_seed(3)
+    module = _ResidualBlock().to(gpu)
+    flagged = gpuos.compile(module)
+    plain = gpuos.compile(module)
+    xs = [torch.randn(3, 256, device=gpu) for _ in range(40)]
+    with torch.no_grad():
+        got = [flagged(x) for x in xs]
+        with monkeypatch.context() as m:
+            m.setenv("GPUOS_STITCH_FLAGS", "0")  # read when the program is built
+            unflagged = [plain(x) for x in xs]
+        for x, a, b in zip(xs, got, unflagged):
+            want = module(x)
+            torch.testing.assert_close(a, want, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(b, want, rtol=1e-4, atol=1e-5)
+    assert len(stitch_notes) == 2, stitch_notes
+    assert stitch_notes[0].endswith("; flagged outputs: stages 0)"), stitch_notes
+    assert "flagged" not in stitch_notes[1], stitch_notes
+
+
+def test_flagged_stages_run_on_fewer_blocks_than_tiles(gpu):
+    """Three worker blocks for mlp batch 4's stitched task of many more tiles
+    (a stage spreads over at least 8): a tile that polls flagged values
+    starts after every tile it polls (tiles are handed out in order), so the
+    program still finishes, and matches eager."""
+    script = textwrap.dedent("""
+        import sys, torch, gpuos
+        sys.path.insert(0, %r)
+        import workloads
+        case = [c for c in workloads.cases() if c.name == "mlp_microbatch batch=4"][0]
+        module = workloads.build(case, torch.device("cuda", 0))
+        f = gpuos.compile(module)
+        generator = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for _ in range(20):
+                inputs = case.make_inputs(torch.device("cuda", 0), generator)
+                torch.testing.assert_close(f(*inputs), module(*inputs), rtol=1e-4, atol=1e-5)
+        s = gpuos.stats()
+        assert s["compiled_calls"] == 20 and s["stitched_programs"] == 1, s
+        print("ok")
+    """ % BENCH)
+    env = dict(os.environ, GPUOS_TORCH_BLOCKS="3")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
 
 
 def test_unaligned_buffer_runs_the_unstitched_program(gpu):
