@@ -65,6 +65,13 @@ def _close(got, want):
         torch.testing.assert_close(have, expect, rtol=1e-4, atol=1e-5)
 
 
+def _python(script: str, **env: str) -> subprocess.CompletedProcess:
+    """`script` run by a fresh Python with `env` added to the environment
+    (a variable the runtime reads once, when it opens)."""
+    return subprocess.run([sys.executable, "-c", script], env=dict(os.environ, **env),
+                          capture_output=True, text=True, timeout=300)
+
+
 CASES = [c for c in workloads.cases() if c.workload != "chain100_64x64_f32"]
 
 
@@ -161,9 +168,7 @@ def test_flagged_stages_run_on_fewer_blocks_than_tiles(gpu):
         assert s["compiled_calls"] == 20 and s["stitched_programs"] == 1, s
         print("ok")
     """ % BENCH)
-    env = dict(os.environ, GPUOS_TORCH_BLOCKS="3")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = _python(script, GPUOS_TORCH_BLOCKS="3")
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
 
 
@@ -215,18 +220,14 @@ def test_stream_orders_calls_that_do_not_wait_on_the_host(gpu):
         assert s["compiled_calls"] == 20 and s["stitched_programs"] == 1, s
         print("ok")
     """)
-    env = dict(os.environ, GPUOS_TORCH_HOST_WAIT_US="0")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = _python(script, GPUOS_TORCH_HOST_WAIT_US="0")
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
 
 
 def test_bad_host_wait_is_refused_by_name(gpu):
     script = "import torch, gpuos\nf = gpuos.compile(lambda x: x * 2 + 1)\n" \
              "f(torch.ones(4, device='cuda'))\n"
-    env = dict(os.environ, GPUOS_TORCH_HOST_WAIT_US="soon")
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = _python(script, GPUOS_TORCH_HOST_WAIT_US="soon")
     assert done.returncode != 0 and "GPUOS_TORCH_HOST_WAIT_US" in done.stderr, done.stderr
 
 

@@ -46,9 +46,7 @@ bool DenseOutput(const MatmulStage& mm) {
 std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages,
                               std::vector<Access>& accesses, std::size_t first_slot) {
   std::vector<bool> internal(desc.num_buffers, false);
-  for (std::uint32_t b : desc.internal_buffers) {
-    if (b < desc.num_buffers) internal[b] = true;
-  }
+  for (std::uint32_t b : desc.internal_buffers) internal[b] = true;
   std::size_t used = 0;
   for (std::size_t p = 0; p < stages.size(); ++p) {
     if (stages[p].kind != Stage::Kind::kMatmul) continue;

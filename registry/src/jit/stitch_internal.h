@@ -164,6 +164,8 @@ struct Access {
 // its range written by it), of at most kMaxFlaggedValues values and written
 // by no other stage, and every read of that range by a named role, inside
 // it, in a later stage. Returns the slots used (whole lines).
+// REQUIRES: every desc.internal_buffers entry below desc.num_buffers
+// (StitchProgram checks).
 std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages,
                               std::vector<Access>& accesses, std::size_t first_slot);
 
