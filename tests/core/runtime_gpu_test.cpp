@@ -460,6 +460,90 @@ operators:
   EXPECT_EQ(*got, (std::vector<float>{sum, sum + 1, sum + 2, sum + 3}));
 }
 
+// A task added with AddAddressTableTask reaches its first descriptor through
+// OpCall::table and address k of its table as word k of the records after
+// it, across a record boundary (20 addresses a record), from every tile;
+// SetAddressWord rebinds one address in the second record. Tile t writes
+// sum(k * value at address k) + t into the first descriptor's buffer.
+TEST_F(RuntimeGpuTest, AddressTableTaskReadsEveryAddressFromEveryTile) {
+  const char* pack = R"(gpuos_pack: 1
+name: test.address_table
+version: 0.1.0
+operators:
+  - name: address_sum
+    version: 1.0.0
+    kind: custom
+    description: out[t] = sum over addresses k < count of k * (the float there) + t.
+    dtypes: [u8]
+    inputs: []
+    outputs: [{name: table}]
+    attributes: [{name: count, type: i64}]
+    body: |
+      (void)table;
+      if (ctx.thread_index() != 0) return;
+      const unsigned long long* addresses =
+          reinterpret_cast<const unsigned long long*>(ctx.call().table + 1);
+      float sum = static_cast<float>(ctx.begin());
+      for (long long k = 0; k < count; ++k) {
+        sum += static_cast<float>(k) * *reinterpret_cast<const float*>(addresses[k]);
+      }
+      reinterpret_cast<float*>(ctx.call().table[0].data)[ctx.begin()] = sum;
+)";
+  auto parsed = registry::ParsePack(pack, "runtime_gpu_test.cpp");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  RuntimeConfig config;
+  config.operators = parsed->operators;
+  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
+  OPEN_OR_SKIP(runtime, OpenConfig(config));
+  constexpr std::size_t kCount = 25;  // two records: 20 + 5
+  std::vector<float> values(kCount + 1);
+  for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(k % 7 + 1);
+  auto held = Upload(*runtime, values);
+  ASSERT_TRUE(held.ok());
+  auto out = Upload(*runtime, Filled(3, std::nanf("")));
+  ASSERT_TRUE(out.ok());
+  device::TensorDesc first = {};
+  first.data = out->buffer.address;
+  first.dtype = device::kDTypeU8;
+  first.numel = 1;
+  std::vector<std::uint64_t> addresses;
+  for (std::size_t k = 0; k < kCount; ++k) addresses.push_back(held->buffer.address + 4 * k);
+  TaskGraph graph(*runtime);
+  TaskOptions options;
+  options.work_items = 3;
+  options.tiles = 3;
+  ASSERT_TRUE(graph
+                  .AddAddressTableTask("address_sum", DType::kU8, first, addresses,
+                                       {{"count", std::to_string(kCount)}}, {}, options)
+                  .ok());
+  ASSERT_EQ(graph.tensors().size(), 3u);  // the descriptor, then two records
+  EXPECT_EQ(graph.tensors()[0].data, out->buffer.address);
+  const auto expected = [&](std::size_t rebound, float value) {
+    float sum = 0;
+    for (std::size_t k = 0; k < kCount; ++k) {
+      sum += static_cast<float>(k) * (k == rebound ? value : values[k]);
+    }
+    return std::vector<float>{sum, sum + 1, sum + 2};
+  };
+  auto done = runtime->Submit(graph);
+  ASSERT_TRUE(done.ok());
+  ASSERT_OK(done->Wait(std::chrono::seconds(10)));
+  auto got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, expected(kCount, 0));
+  // Address 21 is word 1 of the second record: point it at the last value.
+  ASSERT_OK(graph.SetAddressWord(2, 1, held->buffer.address + 4 * kCount));
+  done = runtime->Submit(graph);
+  ASSERT_TRUE(done.ok());
+  ASSERT_OK(done->Wait(std::chrono::seconds(10)));
+  got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, expected(21, values[kCount]));
+  EXPECT_EQ(graph.SetAddressWord(3, 0, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(graph.SetAddressWord(1, TaskGraph::kAddressesPerRecord, 0).code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gpuos::runtime
 

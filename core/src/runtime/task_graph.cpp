@@ -1,6 +1,7 @@
 #include "gpuos/runtime/task_graph.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "gpuos/registry/codegen.h"
@@ -145,12 +146,45 @@ Expected<TaskId> TaskGraph::AddTableTask(const std::string& op, DType dtype,
   return id;
 }
 
+Expected<TaskId> TaskGraph::AddAddressTableTask(const std::string& op, DType dtype,
+                                                const device::TensorDesc& first,
+                                                const std::vector<std::uint64_t>& addresses,
+                                                const Attributes& attributes,
+                                                const std::vector<TaskId>& deps,
+                                                const TaskOptions& options) {
+  GPUOS_ASSIGN_OR_RETURN(const TaskId id,
+                         AddTableTask(op, dtype, {first}, attributes, deps, options));
+  // AddTableTask leaves the task's own copy of `first` last in tensors_.
+  const std::size_t records = (addresses.size() + kAddressesPerRecord - 1) / kAddressesPerRecord;
+  const std::size_t base = tensors_.size();
+  tensors_.resize(base + records, device::TensorDesc{});
+  for (std::size_t k = 0; k < addresses.size(); ++k) {
+    std::memcpy(reinterpret_cast<unsigned char*>(&tensors_[base + k / kAddressesPerRecord]) +
+                    (k % kAddressesPerRecord) * sizeof(std::uint64_t),
+                &addresses[k], sizeof(std::uint64_t));
+  }
+  return id;
+}
+
 Status TaskGraph::SetTensorAddress(std::size_t tensor_index, std::uint64_t address) {
+  return SetAddressWord(tensor_index, 0, address);
+}
+
+Status TaskGraph::SetAddressWord(std::size_t tensor_index, std::size_t word,
+                                 std::uint64_t address) {
+  static_assert(offsetof(device::TensorDesc, data) == 0, "word 0 is a descriptor's address");
   if (tensor_index >= tensors_.size()) {
     return InvalidArgument("tensor " + std::to_string(tensor_index) + " of a graph with " +
                            std::to_string(tensors_.size()) + " tensor descriptors");
   }
-  tensors_[tensor_index].data = address;
+  if (word >= kAddressesPerRecord) {
+    return InvalidArgument("word " + std::to_string(word) + " of a " +
+                           std::to_string(sizeof(device::TensorDesc)) + "-byte descriptor (" +
+                           std::to_string(kAddressesPerRecord) + " words)");
+  }
+  std::memcpy(
+      reinterpret_cast<unsigned char*>(&tensors_[tensor_index]) + word * sizeof(std::uint64_t),
+      &address, sizeof(std::uint64_t));
   return Status::Ok();
 }
 

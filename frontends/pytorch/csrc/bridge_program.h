@@ -74,6 +74,7 @@ inline constexpr std::uint32_t kMaxPlaceholderBuffers = 1u << 23;
 unsigned long long PlaceholderAddress(std::uint32_t buffer, long long byte_offset);
 struct Binding {
   std::uint32_t tensor_index = 0;  // in TaskGraph::tensors()
+  std::uint32_t word = 0;          // TaskGraph::SetAddressWord's (0: the descriptor's address)
   std::uint32_t buffer = 0;
   long long byte_offset = 0;
 };

@@ -108,28 +108,25 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
   const std::vector<unsigned char> zeros(stitched.counter_bytes, 0);
   GPUOS_RETURN_IF_ERROR(
       runtime.CopyToDevice(program->counters_.address, zeros.data(), zeros.size()));
-  std::vector<device::TensorDesc> table;
-  for (std::uint32_t b = 0; b < spec.num_buffers; ++b) {
-    device::TensorDesc entry = {};
-    entry.data = PlaceholderAddress(b, 0);
-    entry.dtype = static_cast<int>(DType::kU8);
-    entry.numel = 1;
-    table.push_back(entry);
-  }
   device::TensorDesc counters = {};
   counters.data = program->counters_.address;
   counters.dtype = static_cast<int>(DType::kU8);
   counters.numel = 1;
-  table.push_back(counters);
+  // Bound at every run (Bind): address b of the table is buffer b.
+  const std::vector<std::uint64_t> unbound(spec.num_buffers, 0);
   runtime::TaskOptions options;
   options.work_items = stitched.tiles;
   options.tiles = stitched.tiles;
-  auto id = program->graph_.AddTableTask(stitched.op.name, DType::kU8, table, {}, {}, options);
+  auto id = program->graph_.AddAddressTableTask(stitched.op.name, DType::kU8, counters, unbound, {},
+                                                {}, options);
   if (!id.ok()) return id.status().WithContext("the stitched program's task");
   const std::uint32_t first = static_cast<std::uint32_t>(program->graph_.tasks()[*id].tensors[0]);
-  const auto& tensors = program->graph_.tensors();
+  constexpr std::uint32_t kPerRecord = runtime::TaskGraph::kAddressesPerRecord;
   for (std::uint32_t b = 0; b < spec.num_buffers; ++b) {
-    GPUOS_ASSIGN_OR_RETURN(auto binding, DecodePlaceholder(first + b, tensors[first + b].data));
+    Binding binding;
+    binding.tensor_index = first + 1 + b / kPerRecord;
+    binding.word = b % kPerRecord;
+    binding.buffer = b;
     program->bindings_.push_back(binding);
   }
   (void)program->graph_.successors();
@@ -188,8 +185,8 @@ Status Program::Bind(const unsigned long long* addresses, std::uint32_t num_buff
   // Submit copies the descriptors, so the next run may rebind them as soon
   // as Submit returns.
   for (const Binding& binding : bindings_) {
-    GPUOS_RETURN_IF_ERROR(graph_.SetTensorAddress(
-        binding.tensor_index,
+    GPUOS_RETURN_IF_ERROR(graph_.SetAddressWord(
+        binding.tensor_index, binding.word,
         addresses[binding.buffer] + static_cast<unsigned long long>(binding.byte_offset)));
   }
   return Status::Ok();

@@ -6,7 +6,7 @@
 //   namespace s3 {  // baddbmm (task 3): tiles 40..75, waits for s0, s2
 //   struct P { using T = float; static constexpr int kBatch = 4, ...; };
 //   __device__ __noinline__ void Run(const OpContext& ctx, int t, unsigned char* smem) {
-//     const Tile tile(ctx, 12, 5, 80u, true);
+//     const Tile tile(ctx, 5, 80u, true);
 //     const auto wait = [&]() { if (threadIdx.x == 0) { constexpr int kStages[] = {0, 2};
 //         constexpr unsigned int kTiles[] = {24u, 8u}; tile.Poll(kStages, kTiles); }
 //       __syncthreads(); };  // one wait: tile.Poll(0, 24u)
@@ -101,7 +101,6 @@ void WaitLambda(SourceWriter& w, const std::vector<Stage>& stages, const Stage& 
 // do not use `smem`.
 struct RunContext {
   std::uint32_t index = 0;  // the stage's
-  std::uint32_t table_entries = 0;
   std::uint32_t total_tiles = 0;
 };
 void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& stage,
@@ -111,7 +110,7 @@ void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& sta
       "__device__ __noinline__ void Run(const ::gpuos::device::OpContext& ctx, int t, "
       "unsigned char*" +
       std::string(uses_smem ? " smem" : "") + ") {");
-  w.Line("  const ::gpuos::device::stitch::Tile tile(ctx, " + I(run.table_entries) + ", " +
+  w.Line("  const ::gpuos::device::stitch::Tile tile(ctx, " +
          I(static_cast<long long>(stages.size())) + ", " + I(run.total_tiles) + "u, " +
          (stage.waits.empty() ? "false" : "true") + ");");
   w.Line("  GPUOS_PHASE_BEGIN(phase_clock);");
@@ -313,8 +312,8 @@ Dims Coalesce(const std::vector<long long>& sizes, const std::vector<long long>&
   return d;
 }
 
-StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t table_entries,
-                              std::uint32_t total_tiles, const std::string& virtual_file) {
+StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t total_tiles,
+                              const std::string& virtual_file) {
   SourceWriter w(virtual_file);
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
@@ -323,7 +322,7 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t ta
     w.Line("namespace s" + I(s) + " {  // " + stage.op + " (task " + I(stage.task) + "): tiles " +
            I(stage.first_tile) + ".." + I(stage.first_tile + stage.tiles - 1) +
            (waits.empty() ? "" : ", waits for " + waits));
-    const RunContext run{static_cast<std::uint32_t>(s), table_entries, total_tiles};
+    const RunContext run{static_cast<std::uint32_t>(s), total_tiles};
     if (stage.kind == Stage::Kind::kElementwise) {
       ElementwiseCode(w, stage.elementwise, stages, stage, run, virtual_file);
     } else {

@@ -190,8 +190,8 @@ std::optional<CatSources> ReadThroughCat(const StitchDesc& desc, std::size_t con
 // The stitched operator's device_code and body for `stages` (tiles and
 // waits set); `virtual_file` names the code in its #line directives.
 using StitchCode = GeneratedCode;
-StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t table_entries,
-                              std::uint32_t total_tiles, const std::string& virtual_file);
+StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t total_tiles,
+                              const std::string& virtual_file);
 
 // The lowest and highest element offsets a strided view of `rank`
 // dimensions may touch (a negative stride extends it downwards).

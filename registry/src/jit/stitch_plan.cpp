@@ -857,13 +857,13 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
     result.stages.push_back(std::move(info));
   }
   if (!flagged.empty()) description += "; flagged outputs: stages " + flagged;
-  const jit::StitchCode unnamed = jit::GenerateStitchCode(
-      stages, result.table_entries, result.tiles, std::string(kVirtualFilePrefix));
+  const jit::StitchCode unnamed =
+      jit::GenerateStitchCode(stages, result.tiles, std::string(kVirtualFilePrefix));
   ContentHasher hasher;
   hasher.Add(kHashFormat).Add(description).Add(unnamed.device_code).Add(unnamed.body);
   const std::string name = std::string(kStitchedOperatorPrefix) + hasher.Finish().substr(0, 16);
   const std::string file = std::string(kVirtualFilePrefix) + name;
-  jit::StitchCode code = jit::GenerateStitchCode(stages, result.table_entries, result.tiles, file);
+  jit::StitchCode code = jit::GenerateStitchCode(stages, result.tiles, file);
 
   OperatorSpec& spec = result.op;
   spec.name = name;
@@ -873,7 +873,9 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   spec.dtypes = {DType::kU8};
   TensorParam table;
   table.name = "table";
-  table.description = "the program's buffers, then the stage counters (TaskGraph::AddTableTask)";
+  table.description =
+      "the stage counters, then the program's buffers' addresses "
+      "(TaskGraph::AddAddressTableTask)";
   table.dtype = DType::kU8;
   spec.outputs.push_back(std::move(table));
   jit::AttachGeneratedCode(std::move(code), file, &spec);

@@ -106,6 +106,31 @@ class TaskGraph {
                                 const std::vector<TaskId>& deps = {},
                                 const TaskOptions& options = {});
 
+  // Addresses an address table (AddAddressTableTask) packs into one
+  // descriptor-sized record of tensors().
+  static constexpr std::size_t kAddressesPerRecord =
+      sizeof(device::TensorDesc) / sizeof(std::uint64_t);
+
+  // A task of an operator that takes exactly one tensor, `first`, and reads
+  // a table of device addresses right after it (a stitched program:
+  // registry/stitched_program.h): tensors() holds `first`, then `addresses`
+  // packed kAddressesPerRecord to a descriptor-sized record, in order and
+  // not shared with other tasks, so that device code reads address k as
+  // reinterpret_cast<const unsigned long long*>(OpCall::table + 1)[k].
+  // Where AddTableTask costs a 160-byte descriptor per entry, this costs 8
+  // bytes per address: the graph travels in its 8 KiB ring slot for longer
+  // tables, and the worker stores and fences fewer bytes when it copies the
+  // graph in (docs/runtime.md). The records are not descriptors: only the
+  // task's operator may read them (a scheduler plugin sees them in
+  // RootScheduleInput::tensors as they are). Errors as AddTableTask for
+  // `first`.
+  Expected<TaskId> AddAddressTableTask(const std::string& op, DType dtype,
+                                       const device::TensorDesc& first,
+                                       const std::vector<std::uint64_t>& addresses,
+                                       const Attributes& attributes = {},
+                                       const std::vector<TaskId>& deps = {},
+                                       const TaskOptions& options = {});
+
   // A task that does nothing (slot 0): a join point, or a measure of
   // dispatch cost. Errors as Add for `deps`.
   Expected<TaskId> AddNoop(const std::vector<TaskId>& deps = {});
@@ -117,6 +142,15 @@ class TaskGraph {
   // keeps the memory alive until the submissions using it are done. Errors:
   // InvalidArgument for an index past tensors().
   Status SetTensorAddress(std::size_t tensor_index, std::uint64_t address);
+
+  // Sets the 8-byte word `word` (0 to kAddressesPerRecord - 1) of entry
+  // `tensor_index` of tensors(): word 0 of a descriptor is its address (as
+  // SetTensorAddress); address k of an address table whose first
+  // descriptor is entry t is word k % kAddressesPerRecord of entry t + 1 +
+  // k / kAddressesPerRecord (AddAddressTableTask). The same contract as
+  // SetTensorAddress. Errors: InvalidArgument for an index past tensors()
+  // or a word past the entry.
+  Status SetAddressWord(std::size_t tensor_index, std::size_t word, std::uint64_t address);
 
   std::size_t size() const { return tasks_.size(); }
   bool empty() const { return tasks_.empty(); }

@@ -23,7 +23,8 @@ struct OpCall {
   // The launch's copy of the task's first tensor descriptor, in device
   // memory (null for a task without tensors). A task added with
   // runtime::TaskGraph::AddTableTask has the rest of its descriptor table
-  // right after it: table[1], table[2], ... (stitched programs,
+  // right after it: table[1], table[2], ...; one added with
+  // AddAddressTableTask its addresses, 8 bytes each (stitched programs,
   // gpuos/device/stitch.cuh).
   const TensorDesc* table;
 

@@ -110,17 +110,22 @@ __device__ __forceinline__ C WarpMax(C v) {
 // stage needs them (each stage reads its few once, before it waits), not
 // copied to shared memory: a `__shared__` table in this header would be one
 // more static allocation in every stitched operator's unit of the image.
+// The table (TaskGraph::AddAddressTableTask): the counters' descriptor,
+// then the buffers' addresses, 8 bytes each.
 class Tile {
  public:
-  // `entries`: the table's entries (the program's buffers, then the
-  // counters); `stages`: the program's stages; `tiles`: the task's tiles;
-  // `waits`: whether the stage waits for others (Poll). Constructed in the
-  // stage's own function, so that its loads stay in flight with the stage's
-  // first loads (a call waits for every load in flight before it).
-  // REQUIRES: the task was added with its table (TaskGraph::AddTableTask).
-  __device__ Tile(const OpContext& ctx, int entries, int stages, unsigned int tiles, bool waits)
-      : ctx_(&ctx), table_(ctx.call().table), stages_(stages), tiles_(tiles) {
-    counters_ = reinterpret_cast<unsigned long long*>(Load(&table_[entries - 1].data));
+  // `stages`: the program's stages; `tiles`: the task's tiles; `waits`:
+  // whether the stage waits for others (Poll). Constructed in the stage's
+  // own function, so that its loads stay in flight with the stage's first
+  // loads (a call waits for every load in flight before it).
+  // REQUIRES: the task was added with its address table
+  // (TaskGraph::AddAddressTableTask).
+  __device__ Tile(const OpContext& ctx, int stages, unsigned int tiles, bool waits)
+      : ctx_(&ctx),
+        addresses_(reinterpret_cast<const unsigned long long*>(ctx.call().table + 1)),
+        stages_(stages),
+        tiles_(tiles) {
+    counters_ = reinterpret_cast<unsigned long long*>(Load(&ctx.call().table[0].data));
     // Thread 0 of a stage that waits: the task's counter, which tells the
     // run (Poll; in flight while the stage loads its weights). A stage that
     // waits for nothing does not need it.
@@ -130,7 +135,7 @@ class Tile {
   // Element 0 of buffer `buffer` as E (one load from the table: keep it).
   template <typename E>
   __device__ __forceinline__ E* ptr(int buffer) const {
-    return reinterpret_cast<E*>(Load(&table_[buffer].data));
+    return reinterpret_cast<E*>(Load(addresses_ + buffer));
   }
 
   // Thread 0: waits until stage `stage` counted its `tiles` tiles of this
@@ -227,7 +232,7 @@ class Tile {
 
  private:
   const OpContext* ctx_;
-  const TensorDesc* table_;
+  const unsigned long long* addresses_;  // the buffers' (the table's records)
   unsigned long long* counters_ = nullptr;
   int stages_;
   unsigned int tiles_;

@@ -4,11 +4,11 @@
 // strides and one counter per stage instead of a task per operator
 // (docs/stitching.md; the device side is gpuos/device/stitch.cuh).
 //
-// The operator's task takes a *table* of descriptors (runtime::TaskGraph::
-// AddTableTask): entry b is buffer b of the program (its address; dtype,
-// sizes and strides are ignored), and the last entry is the address of
-// `counter_bytes` of zeroed device memory the stages synchronize through
-// (their counters, then the slots of flagged intermediates).
+// The operator's task takes an *address table* (runtime::TaskGraph::
+// AddAddressTableTask): its descriptor is that of `counter_bytes` of zeroed
+// device memory the stages synchronize through (their counters, then the
+// slots of flagged intermediates; only the address is read), and address
+// b of the table is buffer b of the program.
 // The caller guarantees, at every run: each buffer's address is a multiple
 // of 16 bytes; runs of one stitched program do not overlap (start the next
 // after the previous finished); all `counter_bytes` are zero before the
@@ -102,10 +102,11 @@ struct StitchStage {
 
 struct StitchedProgram {
   // kind custom, dtypes [u8], one output `table`, no attributes: add its
-  // task with TaskGraph::AddTableTask, `tiles` work items in `tiles` tiles.
+  // task with TaskGraph::AddAddressTableTask, `tiles` work items in `tiles`
+  // tiles.
   OperatorSpec op;
   std::uint32_t tiles = 0;
-  std::uint32_t table_entries = 0;  // num_buffers + 1
+  std::uint32_t table_entries = 0;  // num_buffers + 1: the counters and the buffers
   std::size_t counter_bytes = 0;
   std::vector<StitchStage> stages;
 };
