@@ -203,40 +203,18 @@ __device__ __forceinline__ bool GateOpen(const Submission& sub, unsigned long lo
   return static_cast<long long>(value - sub.gate_value) >= 0;
 }
 
-// Subtracts `value` from *p and returns the old value, with acquire
-// semantics at GPU scope: what other threads wrote and released before
-// their own updates of *p that this one reads from is visible to this
-// thread's later loads.
-__device__ __forceinline__ unsigned int AtomicSubAcquire(unsigned int* p, unsigned int value) {
-  unsigned int old;
-  asm volatile("atom.acquire.gpu.global.add.u32 %0, [%1], %2;"
-               : "=r"(old)
-               : "l"(p), "r"(0u - value)
-               : "memory");
-  return old;
-}
-
 // One thread, once every task of the submission in ring slot `slot` is
 // done: mirrors the submission's error record (if any) into mapped memory,
 // clears it for the slot's next submission, then publishes the completion.
 // `sequence`: the submission's (q.sequences[slot], read by the caller while
 // the slot was still held, so that the read overlaps the count).
-// REQUIRES: the other blocks' error reports of the submission are visible
-// to this thread (each was fenced before its block's count, and the count
-// that made this one the last acquired them: Completions::Flush), or there
-// are none (an empty or dropped graph).
 __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot,
                                                    unsigned long long sequence) {
-  WorkerStatus* record = q.slot_status + slot;
-  // Read before the fence, which waits for it: the read's round trip
-  // overlaps the fence's drain instead of following it.
-#ifdef GPUOS_AB_ERROR_READ_AFTER_FENCE
+  // Releases the tasks' results and acquires the other blocks' error
+  // reports (each fenced before the count that made this one the last).
   __threadfence_system();
+  WorkerStatus* record = q.slot_status + slot;
   const unsigned int error = Volatile(&record->error);
-#else
-  const unsigned int error = Volatile(&record->error);
-  __threadfence_system();  // the tasks' results before the completion
-#endif
   if (error != 0) {
     SubmissionError* out = q.slot_errors + slot;
     StoreVolatile(&out->status.task_id, Volatile(&record->task_id));
@@ -354,8 +332,7 @@ struct Completions {
     // Read while this block's count still holds the slot (it may be reused
     // right after the completion), in flight together with the count.
     const unsigned long long sequence = Volatile(q.sequences + slot);
-    // Acquire: the other blocks' error reports, for CompleteSubmission.
-    if (AtomicSubAcquire(q.remaining + slot, count) == count) {
+    if (atomicSub(q.remaining + slot, count) == count) {
       const bool traced = recorder != nullptr && q.trace != nullptr;
       const unsigned long long counted_ns = traced ? GlobalTimerNs() : 0;
       CompleteSubmission(q, slot, sequence);
