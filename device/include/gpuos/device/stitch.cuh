@@ -88,6 +88,50 @@ __device__ __forceinline__ unsigned long long NowNs() {
   return t;
 }
 
+// One thread's deadline for all the waits of a tile: the clock starts at
+// the first wait that is not over at once (a tile whose waits all are never
+// reads the timer), and every wait of the tile after kWaitLimitNs from then
+// reports kWaitTimedOut and gives up, so a stuck producer fails a tile
+// after 2 s however many rows or stages it waits for.
+class WaitClock {
+ public:
+  // True, after reporting kWaitTimedOut through `ctx`, once the limit has
+  // passed.
+  __device__ bool Expired(const OpContext& ctx) {
+    const unsigned long long now = NowNs();
+    if (start_ == 0) start_ = now;
+    if (now - start_ <= kWaitLimitNs) return false;
+    ctx.fail(kWaitTimedOut);
+    return true;
+  }
+
+ private:
+  unsigned long long start_ = 0;
+};
+
+// One thread: polls N words until none is short, reading them together
+// (all in flight at once), then only those still short again, with a nap of
+// `nap_ns` between rounds (0: none). `word` holds the first reads;
+// `is_short(i, word)` says whether word i is still short, `load(i)` reads
+// word i again. Returns false when `clock` expired first.
+template <int N, class IsShort, class Load>
+__device__ __forceinline__ bool PollWords(unsigned long long (&word)[N], const IsShort& is_short,
+                                          const Load& load, unsigned int nap_ns, WaitClock& clock,
+                                          const OpContext& ctx) {
+  for (;;) {
+    bool any = false;
+#pragma unroll
+    for (int i = 0; i < N; ++i) any |= is_short(i, word[i]);
+    if (!any) return true;
+    if (clock.Expired(ctx)) return false;
+    if (nap_ns > 0) __nanosleep(nap_ns);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if (is_short(i, word[i])) word[i] = load(i);
+    }
+  }
+}
+
 // The sum of `v` over the warp, in every lane.
 template <typename C>
 __device__ __forceinline__ C WarpSum(C v) {
@@ -141,20 +185,15 @@ class Tile {
   // Thread 0: waits until stage `stage` counted its `tiles` tiles of this
   // run done; its acquire loads make their results visible to this thread,
   // and the caller's barrier passes them on to the block (the pattern of
-  // CUTLASS's semaphores). After kWaitLimitNs it reports kWaitTimedOut and
-  // returns.
+  // CUTLASS's semaphores). Past the tile's deadline (WaitClock) it reports
+  // kWaitTimedOut and returns.
   // REQUIRES: constructed with `waits`.
   __device__ void Poll(int stage, unsigned int tiles) const {
     const unsigned long long* counter = counters_ + stage * kCounterStride;
-    const unsigned long long full = (task_count_ / tiles_ + 1) * tiles;
-    if (LoadAcquire(counter) >= full) return;
-    const unsigned long long start = NowNs();
+    const unsigned long long full = Run() * tiles;
     while (LoadAcquire(counter) < full) {
+      if (clock_.Expired(*ctx_)) return;
       __nanosleep(32);
-      if (NowNs() - start > kWaitLimitNs) {
-        ctx_->fail(kWaitTimedOut);
-        return;
-      }
     }
   }
 
@@ -164,41 +203,18 @@ class Tile {
   // acquires what they count: one round trip when the stages are done
   // already, where Poll one after another costs a round trip each (an
   // acquire load holds back every later load until it returns).
-  // GPUOS_STITCH_SERIAL_POLL (a JIT define) polls one stage after another,
-  // as before (an A/B switch).
   // REQUIRES: constructed with `waits`; N > 1.
   template <int N>
   __device__ void Poll(const int (&stages)[N], const unsigned int (&tiles)[N]) const {
-#ifdef GPUOS_STITCH_SERIAL_POLL
-#pragma unroll
-    for (int i = 0; i < N; ++i) Poll(stages[i], tiles[i]);
-#else
-    const unsigned long long run = task_count_ / tiles_ + 1;
+    const unsigned long long run = Run();
     unsigned long long seen[N];
 #pragma unroll
     for (int i = 0; i < N; ++i) seen[i] = LoadRelaxed(counters_ + stages[i] * kCounterStride);
-    unsigned long long start = 0;
-    for (;;) {
-      bool short_any = false;
-#pragma unroll
-      for (int i = 0; i < N; ++i) short_any |= seen[i] < run * tiles[i];
-      if (!short_any) break;
-      if (start == 0) {
-        start = NowNs();
-      } else if (NowNs() - start > kWaitLimitNs) {
-        ctx_->fail(kWaitTimedOut);
-        return;
-      }
-      __nanosleep(32);
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if (seen[i] < run * tiles[i]) {
-          seen[i] = LoadRelaxed(counters_ + stages[i] * kCounterStride);
-        }
-      }
-    }
-    FenceAcqRel();  // with the relaxed loads above: acquires the stages' results
-#endif
+    const bool done = PollWords(
+        seen, [&](int i, unsigned long long count) { return count < run * tiles[i]; },
+        [&](int i) { return LoadRelaxed(counters_ + stages[i] * kCounterStride); }, 32, clock_,
+        *ctx_);
+    if (done) FenceAcqRel();  // with the relaxed loads above: acquires the stages' results
   }
 
   // All threads: counts this tile of `stage` done once every thread's
@@ -226,19 +242,29 @@ class Tile {
   // (dense outputs only), so a slot holds the previous run's tag or this
   // one's, never an older one that the wrap could bring back.
   __device__ unsigned int RunTag() const {
-    return static_cast<unsigned int>(LoadRelaxed(counters_ + stages_ * kCounterStride) / tiles_ +
-                                     1);
+    return static_cast<unsigned int>(RunOf(LoadRelaxed(counters_ + stages_ * kCounterStride)));
   }
 
+  // The calling thread's deadline for the tile's waits (LoadFlagged).
+  __device__ WaitClock& clock() const { return clock_; }
+
  private:
+  // The run (from 1) that a task counter of `count` belongs to: run r (from
+  // 0) reads r * tiles_ plus the tiles of run r done so far, fewer than
+  // tiles_ while the reading tile is not done.
+  __device__ unsigned long long RunOf(unsigned long long count) const { return count / tiles_ + 1; }
+  // Thread 0's, when the stage waits.
+  __device__ unsigned long long Run() const { return RunOf(task_count_); }
+
   const OpContext* ctx_;
   const unsigned long long* addresses_;  // the buffers' (the table's records)
   unsigned long long* counters_ = nullptr;
   int stages_;
   unsigned int tiles_;
-  // Thread 0's, when the stage waits: run r (from 0) reads r * tiles_ plus
-  // the tiles of run r done so far (fewer than tiles_).
+  // Thread 0's, when the stage waits: the task's counter when the tile
+  // started (RunOf).
   unsigned long long task_count_ = 0;
+  mutable WaitClock clock_;
 };
 
 // Flagged intermediates (docs/stitching.md, "Flagged intermediates"): a
@@ -255,19 +281,14 @@ __device__ __forceinline__ void StoreFlagged(unsigned long long* slot, float val
   asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(slot), "l"(word) : "memory");
 }
 
-// The nap between two polls of flagged slots, in ns (0, the default: none;
-// a JIT define, for A/B runs). On H200s a 20 ns nap made the mlp's device
-// spans 0.2-0.5 us longer in one call and moved them and decoder_step's by
-// -0.3 to +0.3 us in another (bench/results/experiments/flag_nap_ab_
-// f60a132.txt, flag_nap_epilogue_addc735.txt).
-#ifndef GPUOS_STITCH_FLAG_NAP_NS
-#define GPUOS_STITCH_FLAG_NAP_NS 0
-#endif
-
 // One thread: the values of slots `slot_of(0..N-1)` once each carries
 // `tag` (`pad` where slot_of gives null). All N loads are in flight at
-// once, then only the slots still short are read again. After kWaitLimitNs
-// it reports kWaitTimedOut and returns what it has.
+// once, then only the slots still short are read again, without a nap (on
+// H200s a 20 ns nap made the mlp's device spans 0.2-0.5 us longer in one
+// call and moved them by -0.3 to +0.3 us in another: bench/results/
+// experiments/flag_nap_ab_f60a132.txt, flag_nap_epilogue_addc735.txt). Past
+// the tile's deadline (WaitClock) it reports kWaitTimedOut and returns what
+// it has.
 template <int N, class SlotOf>
 __device__ __forceinline__ void LoadFlagged(const Tile& t, unsigned int tag, float pad,
                                             const SlotOf& slot_of, float (&out)[N]) {
@@ -278,26 +299,9 @@ __device__ __forceinline__ void LoadFlagged(const Tile& t, unsigned int tag, flo
     const unsigned long long* p = slot_of(i);
     word[i] = p != nullptr ? LoadRelaxed(p) : ready | __float_as_uint(pad);
   }
-  const auto short_any = [&]() {
-    bool any = false;
-#pragma unroll
-    for (int i = 0; i < N; ++i) any |= (word[i] >> 32) != tag;
-    return any;
-  };
-  if (short_any()) {
-    const unsigned long long start = NowNs();
-    do {
-      if (GPUOS_STITCH_FLAG_NAP_NS > 0) __nanosleep(GPUOS_STITCH_FLAG_NAP_NS);
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        if ((word[i] >> 32) != tag) word[i] = LoadRelaxed(slot_of(i));
-      }
-      if (NowNs() - start > kWaitLimitNs) {
-        t.ctx().fail(kWaitTimedOut);
-        break;
-      }
-    } while (short_any());
-  }
+  PollWords(
+      word, [&](int, unsigned long long w) { return (w >> 32) != tag; },
+      [&](int i) { return LoadRelaxed(slot_of(i)); }, 0, t.clock(), t.ctx());
 #pragma unroll
   for (int i = 0; i < N; ++i) out[i] = __uint_as_float(static_cast<unsigned int>(word[i]));
 }
