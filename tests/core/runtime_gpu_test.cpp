@@ -390,12 +390,9 @@ TEST_F(RuntimeGpuTest, IndependentTasksAndErrors) {
   EXPECT_NE(status.message().find("dtype"), std::string::npos) << status.message();
 }
 
-// A task added with AddTableTask reaches every entry of its table through
-// OpCall::table, in order, from every tile (stitched programs' contract):
-// entries 1..5 hold 1, 2, 4, 8, 16 and tile t writes sum(k * entry k) + t
-// into the last entry; entry 0 is the anchor, a u8 scalar.
-TEST_F(RuntimeGpuTest, TableTaskReadsItsWholeTableFromEveryTile) {
-  const char* pack = R"(gpuos_pack: 1
+// Operators that read their task's table: table_sum a descriptor table
+// (AddTableTask), address_sum an address table (AddAddressTableTask).
+constexpr const char* kTablePack = R"(gpuos_pack: 1
 name: test.table
 version: 0.1.0
 operators:
@@ -416,13 +413,43 @@ operators:
         sum += static_cast<float>(k) * *reinterpret_cast<const float*>(entries[k].data);
       }
       reinterpret_cast<float*>(entries[count - 1].data)[ctx.begin()] = sum;
+  - name: address_sum
+    version: 1.0.0
+    kind: custom
+    description: out[t] = sum over addresses k < count of k * (the float there) + t.
+    dtypes: [u8]
+    inputs: []
+    outputs: [{name: table}]
+    attributes: [{name: count, type: i64}]
+    body: |
+      (void)table;
+      if (ctx.thread_index() != 0) return;
+      const unsigned long long* addresses =
+          reinterpret_cast<const unsigned long long*>(ctx.call().table + 1);
+      float sum = static_cast<float>(ctx.begin());
+      for (long long k = 0; k < count; ++k) {
+        sum += static_cast<float>(k) * *reinterpret_cast<const float*>(addresses[k]);
+      }
+      reinterpret_cast<float*>(ctx.call().table[0].data)[ctx.begin()] = sum;
 )";
-  auto parsed = registry::ParsePack(pack, "runtime_gpu_test.cpp");
-  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+
+// The configuration of a runtime that serves kTablePack.
+RuntimeConfig TablePackConfig() {
+  auto parsed = registry::ParsePack(kTablePack, "runtime_gpu_test.cpp");
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
   RuntimeConfig config;
-  config.operators = parsed->operators;
+  if (parsed.ok()) config.operators = parsed->operators;
   config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
-  OPEN_OR_SKIP(runtime, OpenConfig(config));
+  return config;
+}
+
+// A task added with AddTableTask reaches every entry of its table through
+// OpCall::table, in order, from every tile (the contract of tables of
+// descriptors): entries 1..5 hold 1, 2, 4, 8, 16 and tile t writes
+// sum(k * entry k) + t into the last entry; entry 0 is the anchor, a u8
+// scalar.
+TEST_F(RuntimeGpuTest, TableTaskReadsItsWholeTableFromEveryTile) {
+  OPEN_OR_SKIP(runtime, OpenConfig(TablePackConfig()));
   std::vector<DeviceTensor> values;
   for (float v : {1.0f, 2.0f, 4.0f, 8.0f, 16.0f}) {
     auto t = Upload(*runtime, {v});
@@ -466,35 +493,7 @@ operators:
 // SetAddressWord rebinds one address in the second record. Tile t writes
 // sum(k * value at address k) + t into the first descriptor's buffer.
 TEST_F(RuntimeGpuTest, AddressTableTaskReadsEveryAddressFromEveryTile) {
-  const char* pack = R"(gpuos_pack: 1
-name: test.address_table
-version: 0.1.0
-operators:
-  - name: address_sum
-    version: 1.0.0
-    kind: custom
-    description: out[t] = sum over addresses k < count of k * (the float there) + t.
-    dtypes: [u8]
-    inputs: []
-    outputs: [{name: table}]
-    attributes: [{name: count, type: i64}]
-    body: |
-      (void)table;
-      if (ctx.thread_index() != 0) return;
-      const unsigned long long* addresses =
-          reinterpret_cast<const unsigned long long*>(ctx.call().table + 1);
-      float sum = static_cast<float>(ctx.begin());
-      for (long long k = 0; k < count; ++k) {
-        sum += static_cast<float>(k) * *reinterpret_cast<const float*>(addresses[k]);
-      }
-      reinterpret_cast<float*>(ctx.call().table[0].data)[ctx.begin()] = sum;
-)";
-  auto parsed = registry::ParsePack(pack, "runtime_gpu_test.cpp");
-  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  RuntimeConfig config;
-  config.operators = parsed->operators;
-  config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_test_cache.db";
-  OPEN_OR_SKIP(runtime, OpenConfig(config));
+  OPEN_OR_SKIP(runtime, OpenConfig(TablePackConfig()));
   constexpr std::size_t kCount = 25;  // two records: 20 + 5
   std::vector<float> values(kCount + 1);
   for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(k % 7 + 1);
