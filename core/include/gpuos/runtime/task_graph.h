@@ -118,9 +118,10 @@ class TaskGraph {
   // not shared with other tasks, so that device code reads address k as
   // reinterpret_cast<const unsigned long long*>(OpCall::table + 1)[k].
   // Where AddTableTask costs a 160-byte descriptor per entry, this costs 8
-  // bytes per address: the graph travels in its 8 KiB ring slot for longer
-  // tables, and the worker stores and fences fewer bytes when it copies the
-  // graph in (docs/runtime.md). The records are not descriptors: only the
+  // bytes per address, so the graph travels in its 8 KiB ring slot (one
+  // PCIe round trip) alone with up to 960 addresses instead of 48 (the
+  // worker's admission did not get faster with the fewer bytes it copies:
+  // docs/stitching.md, "The table"). The records are not descriptors: only the
   // task's operator may read them (a scheduler plugin sees them in
   // RootScheduleInput::tensors as they are). Errors as AddTableTask for
   // `first`.
