@@ -15,7 +15,7 @@ namespace gpuos::runtime {
 std::uint32_t TaskGraph::InternTensor(const device::TensorDesc& desc) {
   // Tasks of a graph mostly share a few tensors; storing each once keeps the
   // payload copied to the device small.
-  for (std::size_t i = tensors_.size(); i-- > 0;) {
+  for (std::size_t i = tensors_.size(); i-- > intern_floor_;) {
     if (std::memcmp(&tensors_[i], &desc, sizeof(desc)) == 0) return static_cast<std::uint32_t>(i);
     if (tensors_.size() - i > 32) break;
   }
@@ -143,6 +143,7 @@ Expected<TaskId> TaskGraph::AddTableTask(const std::string& op, DType dtype,
     task.tensors[0] = static_cast<int>(tensors_.size() - 1);
   }
   tensors_.insert(tensors_.end(), table.begin() + 1, table.end());
+  intern_floor_ = tensors_.size();
   return id;
 }
 
@@ -163,6 +164,7 @@ Expected<TaskId> TaskGraph::AddAddressTableTask(const std::string& op, DType dty
                     (k % kAddressesPerRecord) * sizeof(std::uint64_t),
                 &addresses[k], sizeof(std::uint64_t));
   }
+  intern_floor_ = tensors_.size();
   return id;
 }
 

@@ -178,6 +178,10 @@ class TaskGraph {
   const Runtime* runtime_;
   mutable std::vector<device::TaskDesc> tasks_;  // successor fields set by successors()
   std::vector<device::TensorDesc> tensors_;
+  // tensors_ below this index belong to tables (AddTableTask,
+  // AddAddressTableTask): InternTensor does not share them, so that a table
+  // rebound later (SetAddressWord) never changes another task's descriptor.
+  std::size_t intern_floor_ = 0;
   std::vector<std::uint32_t> logical_ops_;
   std::vector<std::int32_t> priorities_;
   std::vector<std::shared_ptr<Storage>> storages_;

@@ -15,7 +15,7 @@
 //
 // Synchronization: a device buffer of 64-bit counters, one per stage and
 // one for the whole task, each on its own 128-byte line (the host allocates
-// it zeroed and puts its address last in the task's table). A tile's thread
+// it zeroed and passes it as the table's first descriptor). A tile's thread
 // 0 adds one to its stage's counter and to the task's after the block's
 // stores (release), and waiting tiles read the stage's with acquire loads.
 // The counters are never reset: they count over all runs, so run r (from
@@ -164,6 +164,9 @@ class Tile {
   // loads (a call waits for every load in flight before it).
   // REQUIRES: the task was added with its address table
   // (TaskGraph::AddAddressTableTask).
+  // Not copyable: a copy would carry its own deadline (clock_).
+  Tile(const Tile&) = delete;
+  Tile& operator=(const Tile&) = delete;
   __device__ Tile(const OpContext& ctx, int stages, unsigned int tiles, bool waits)
       : ctx_(&ctx),
         addresses_(reinterpret_cast<const unsigned long long*>(ctx.call().table + 1)),
