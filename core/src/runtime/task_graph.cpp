@@ -160,9 +160,7 @@ Expected<TaskId> TaskGraph::AddAddressTableTask(const std::string& op, DType dty
   const std::size_t base = tensors_.size();
   tensors_.resize(base + records, device::TensorDesc{});
   for (std::size_t k = 0; k < addresses.size(); ++k) {
-    std::memcpy(reinterpret_cast<unsigned char*>(&tensors_[base + k / kAddressesPerRecord]) +
-                    (k % kAddressesPerRecord) * sizeof(std::uint64_t),
-                &addresses[k], sizeof(std::uint64_t));
+    WriteWord(base + k / kAddressesPerRecord, k % kAddressesPerRecord, addresses[k]);
   }
   intern_floor_ = tensors_.size();
   return id;
@@ -184,10 +182,14 @@ Status TaskGraph::SetAddressWord(std::size_t tensor_index, std::size_t word,
                            std::to_string(sizeof(device::TensorDesc)) + "-byte descriptor (" +
                            std::to_string(kAddressesPerRecord) + " words)");
   }
+  WriteWord(tensor_index, word, address);
+  return Status::Ok();
+}
+
+void TaskGraph::WriteWord(std::size_t tensor_index, std::size_t word, std::uint64_t value) {
   std::memcpy(
       reinterpret_cast<unsigned char*>(&tensors_[tensor_index]) + word * sizeof(std::uint64_t),
-      &address, sizeof(std::uint64_t));
-  return Status::Ok();
+      &value, sizeof(std::uint64_t));
 }
 
 Expected<TaskId> TaskGraph::AddNoop(const std::vector<TaskId>& deps) {

@@ -174,6 +174,9 @@ class TaskGraph {
   Expected<TaskId> Append(device::TaskDesc task, std::uint32_t logical, std::int32_t priority,
                           const std::vector<TaskId>& deps);
   std::uint32_t InternTensor(const device::TensorDesc& desc);
+  // Stores 8-byte word `word` of tensors_[tensor_index] (SetAddressWord,
+  // AddAddressTableTask). REQUIRES: both in range.
+  void WriteWord(std::size_t tensor_index, std::size_t word, std::uint64_t value);
 
   const Runtime* runtime_;
   mutable std::vector<device::TaskDesc> tasks_;  // successor fields set by successors()
