@@ -801,17 +801,16 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   }
 }
 
-// Thread 0 of an idle block: true when the block should exit now. Only
-// pollers read host memory here, and the others once they have been idle for
-// idle_park_ns.
+// Thread 0 of an idle block: true when the block should exit now. A
+// poller's `host_flags` are the stop and keep_warm words its claim attempt
+// read this round (TryClaimSubmission); the others read host memory here
+// only once they have been idle for idle_park_ns.
 __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                            unsigned long long started_ns, long long started_clock,
-                           unsigned int max_pollers, bool* poller) {
+                           unsigned int max_pollers, unsigned long long host_flags, bool* poller) {
   bool stop;
   if (*poller) {
-    // stop and keep_warm in one read of host memory.
-    const unsigned long long words =
-        Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+    const unsigned long long words = host_flags;
     stop = static_cast<unsigned int>(words) != 0;
     if (stop && Volatile(&q.state->stop_seen) == 0) StoreVolatile(&q.state->stop_seen, 1u);
     const unsigned int keep_warm = static_cast<unsigned int>(words >> 32);
@@ -894,6 +893,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   BlockRecorder recorder;      // thread 0's
   completions.recorder = &recorder;
   unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
+  unsigned long long host_flags = 0;  // thread 0's: stop and keep_warm, as the last claim read them
   if (threadIdx.x == 0) recorder.Begin(q);
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
   // others every 8th idle round. A last block that resumes after parking
@@ -914,7 +914,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         batch_count = count;
       } else if (poller || ((idle_rounds & 7u) == 7u &&
                             Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
-        value = TryClaimSubmission(q);
+        value = TryClaimSubmission(q, &host_flags);
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {
@@ -927,8 +927,11 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           atomicAdd(&q.state->status.completed, completed);
           completed = 0;
         }
+        // A poller reaches this only after its claim attempt of this round
+        // (kNone), which read host_flags.
         if ((poller || (idle_rounds & 7u) == 0) &&
-            ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, &poller)) {
+            ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, host_flags,
+                       &poller)) {
           next = kExit;
           if (poller) atomicSub(&q.state->pollers_alive, 1u);
         }
@@ -987,7 +990,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // slow the busy blocks' atomics on the same lines; while a submission
       // is in flight, by at most kBusyIdleSleepNs, since its tiles and
       // successors may be pushed at any moment (a 2 us nap could hold a
-      // tiled task's helper entries in the ring that long).
+      // tiled task's helper entries in the ring that long). Short naps for
+      // a while after each claim as well were tried (session 23): helpers
+      // started 0.2-0.4 us sooner, the calls' device spans did not shrink
+      // (bench/results/experiments/idle_quick_naps_ab_session23.txt).
       if (threadIdx.x == 0) {
         unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);
         if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {

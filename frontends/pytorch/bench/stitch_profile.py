@@ -100,12 +100,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="directory for the JSON and traces")
     parser.add_argument("--calls", type=int, default=50, help="timed calls per case")
-    parser.add_argument("--case", help="one case name of workloads.py (default: all)")
+    parser.add_argument("--case", action="append",
+                        help="a case name of workloads.py; repeat for several (default: all)")
     args = parser.parse_args()
     device = trace_events.cuda_device_or_skip(args.out)
     if device is None:
         return 0
-    cases = [c for c in workloads.cases() if not args.case or c.name == args.case]
+    cases = [c for c in workloads.cases() if not args.case or c.name in args.case]
+    unknown = set(args.case or []) - {c.name for c in workloads.cases()}
+    if unknown:
+        parser.error(f"unknown case(s): {', '.join(sorted(unknown))}; "
+                     f"known: {', '.join(c.name for c in workloads.cases())}")
     results = []
     for case in cases:
         r = _profile(case, device, args.calls, args.out)

@@ -175,7 +175,13 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
 }
 
 // One thread: the index of a newly claimed submission, kNone or kContended.
-__device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q) {
+// `*host_flags` gets QueueControl's stop and keep_warm (one 8-byte word, stop
+// in the low half), read in flight with the tail: a poller's idle round then
+// costs one PCIe round trip, not two (ShouldPark uses the word).
+__device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
+                                                                 unsigned long long* host_flags) {
+  // Issued before the acquiring load, so that both are in flight together.
+  *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
   const unsigned long long tail = LoadAcquireSys(&q.control->submit_tail);
   if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
   const unsigned long long head = Volatile(&q.state->submit_head);
