@@ -191,8 +191,10 @@ TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths)
     ASSERT_EQ(program->stages.size(), 1u);
     EXPECT_EQ(program->stages[0].kind, "attention");
     EXPECT_EQ(program->stages[0].task, 0u);
-    EXPECT_EQ(program->stages[0].tiles, 8u * static_cast<std::uint32_t>(seq / 8))
-        << "8 heads, 8 queries a tile";
+    // 8 heads; 8 queries a tile at seq 32, 10 at seq 128 (13 tiles a head:
+    // QueriesPerTile takes as many as fit once tiles would outnumber half
+    // the 132 blocks).
+    EXPECT_EQ(program->stages[0].tiles, seq == 32 ? 32u : 104u);
     EXPECT_EQ(program->counter_bytes, 2u * 128u);
     // The probabilities are stored per head, at the strides the product
     // reads them with (the softmax's views are rank 4: no batch stride).
@@ -260,8 +262,36 @@ TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
   const std::string seq32 = code_of(Attention(32));
   EXPECT_TRUE(has(seq32, "kSplit = 8;") && has(seq32, "kBM = 8;") && has(seq32, "kVec = 4;"))
       << seq32.substr(0, 3000);
+  // 128 tiles of 8 queries would be more than half of 132 blocks: as many
+  // queries as the scratch holds (10: 2048 values / (64 + 128), and the
+  // value step's sums 3 x 10 x 64 <= 2048), 104 tiles.
   const std::string seq128 = code_of(Attention(128));
-  EXPECT_TRUE(has(seq128, "kSplit = 2;") && has(seq128, "kBM = 8;")) << seq128.substr(0, 3000);
+  EXPECT_TRUE(has(seq128, "kSplit = 2;") && has(seq128, "kBM = 10;")) << seq128.substr(0, 3000);
+  StitchDesc many_blocks = Attention(128);
+  many_blocks.worker_blocks = 264;
+  auto spread = StitchProgram(many_blocks);
+  ASSERT_TRUE(spread.ok()) << spread.status().ToString();
+  EXPECT_TRUE(has(spread->op.device_code.code, "kBM = 8;"));
+  EXPECT_EQ(spread->stages[0].tiles, 128u);
+  // 64 heads of 32 queries, keys of 8 values (2048 / 40 = 51 rows of q and
+  // scores fit): with 32 columns of v the value step's sums allow
+  // 2048 / (7 x 32) = 9 queries; with 256 columns (no sums) the cap, 16.
+  const auto small_heads = [](long long dv) {
+    StitchDesc desc = Attention(32);
+    desc.tasks[0].tensors = {Dense(0, {64, 32, 8}), Dense(1, {64, 8, 32}), Dense(4, {64, 32, 32}),
+                             Dense(3, {64, 32, 32})};
+    desc.tasks[1].tensors = {Dense(3, {64, 32, 32}), Dense(5, {64, 32, 32})};
+    desc.tasks[2].tensors = {Dense(5, {64, 32, 32}), Dense(2, {64, 32, dv}),
+                             Dense(6, {64, 32, dv})};
+    return desc;
+  };
+  for (const auto& [dv, bm] : {std::pair<long long, int>{32, 9}, {256, 16}}) {
+    auto program = StitchProgram(small_heads(dv));
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    EXPECT_TRUE(has(program->op.device_code.code, "kBM = " + std::to_string(bm) + ";"))
+        << "dv " << dv << ": " << program->op.device_code.code.substr(0, 3000);
+    ExpectCompiles(*program);
+  }
   // 1000 keys of 128 values: 2 lanes a key (64 values each), 1 query a tile.
   StitchDesc long_keys = Attention(32);
   long_keys.tasks[0].tensors = {Dense(0, {8, 32, 128}), View(1, {8, 128, 1000}, {128000, 1, 128}),
@@ -307,8 +337,8 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   StitchDesc in_place = Attention(32);
   in_place.tasks[2].tensors[2] = Dense(0, {8, 32, 64});
   EXPECT_EQ(stages(in_place), 3u) << "out overwrites q";
-  StitchDesc many_queries = Attention(32);  // one head of 140000 queries: 17500 tiles of 8
-  const long long rows = 140000;
+  StitchDesc many_queries = Attention(32);  // one head of 180000 queries: 18000 tiles of 10
+  const long long rows = 180000;
   many_queries.tasks[0].tensors = {Dense(0, {1, rows, 64}), View(1, {1, 64, 32}, {2048, 1, 64}),
                                    Dense(4, {1, rows, 32}), Dense(3, {1, rows, 32})};
   many_queries.tasks[1].tensors = {Dense(3, {1, rows, 32}), Dense(5, {1, rows, 32})};

@@ -45,6 +45,9 @@ constexpr long long kFewRows = 8;          // rows a kKFast tile holds
 // same program's 256 x 256 products).
 constexpr long long kMaxProductTileBytes = 32 * 1024;
 constexpr std::uint32_t kMaxTiles = 65535;
+// The most queries an attention tile takes (QueriesPerTile): its scores and
+// sums are kBM registers a thread each.
+constexpr long long kMaxQueriesPerTile = 16;
 constexpr long long kCounterStrideBytes = 128;
 static_assert(jit::kSlotsPerLine * 8 == kCounterStrideBytes, "a counter takes one line");
 
@@ -497,9 +500,7 @@ class Planner {
         Broadcasts(probs) || Broadcasts(out)) {
       return false;
     }
-    // A tile's q rows and scores share the scratch; v's columns a thread each.
-    const long long values = kScratchBytes / 4;
-    at.bm = static_cast<int>(std::min({8ll, at.m, values / (at.d + at.n)}));
+    at.bm = QueriesPerTile(at);
     if (at.bm < 1 || at.dv > kThreads) return false;
     // Lanes per key: as many as leave every thread a key (at most 8), each
     // with at most 64 of its values.
@@ -631,6 +632,29 @@ class Planner {
   // task's device span (docs/pytorch.md, "Stitched programs", has the
   // measurements; GPUOS_STITCH_BLOCKS changes the block count assumed).
   long long TargetTiles() const { return std::max(8u, desc_.worker_blocks / 8); }
+
+  // Queries a tile of attention stage `at` (its batch, m, n, d and dv set):
+  // 8, or fewer where q's rows and the scores would not fit the scratch
+  // (kBM * (d + n) values). Where that makes more tiles than half the
+  // worker's blocks, as many as fit, up to kMaxQueriesPerTile: a tile is
+  // latency-bound (at 128 keys, 10 queries took the same 8.64 us as 8) and
+  // every tile is one more block to join, so fewer, fuller tiles start
+  // sooner (104 tiles instead of 128: the last one started 0.7 us sooner,
+  // bench/results/experiments/attention_queries_per_tile_6948864.txt). The
+  // value step's partial sums bound it too: (256 / columns - 1) groups of
+  // kBM x columns values in the scratch (stitch_attention.cuh, step 4).
+  long long QueriesPerTile(const AttentionStage& at) const {
+    constexpr long long kValues = kScratchBytes / 4;
+    const long long fit = kValues / (at.d + at.n);
+    const long long small = std::min({8ll, at.m, fit});
+    const long long tiles = at.batch * ((at.m + small - 1) / std::max(small, 1ll));
+    if (small < 1 || tiles <= desc_.worker_blocks / 2) return small;
+    const long long columns = at.dv <= 32 ? 32 : at.dv <= 64 ? 64 : at.dv <= 128 ? 128 : 256;
+    const long long groups = kThreads / columns;
+    const long long sums_fit = groups > 1 ? kValues / ((groups - 1) * columns) : at.m;
+    const long long full = std::min({kMaxQueriesPerTile, at.m, fit, sums_fit});
+    return std::max(small, full);
+  }
 
   // A row view of `v` (the last dimension is the row).
   static RowView RowViewOf(const StitchView& v) {
