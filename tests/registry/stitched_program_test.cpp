@@ -176,6 +176,7 @@ TEST_F(StitchedProgramTest, MlpIsOneStagePerTaskInAChainAndCompiles) {
     EXPECT_EQ(program->tiles, tiles);
     EXPECT_EQ(program->table_entries, 23u);
     EXPECT_EQ(program->counter_bytes, 6u * 128u);
+    EXPECT_EQ(program->task_counter_offset, 5u * 128u);  // after the 5 stages' counters
     EXPECT_EQ(program->op.kind, OperatorKind::kCustom);
     EXPECT_EQ(program->op.dtypes, std::vector<DType>{DType::kU8});
     EXPECT_EQ(program->op.name.rfind(kStitchedOperatorPrefix, 0), 0u);

@@ -50,6 +50,11 @@ std::string WorkerErrorDetail(unsigned int error, unsigned int detail) {
     case device::kWorkerBadArity:
       return n + " tensors given";
     case device::kWorkerOperatorFailed:
+      if (detail == device::kStitchWaitTimedOut) {
+        return "code " + n +
+               ": a stitched program's stage waited 2 s for the stages it reads (a producer "
+               "that never finished, or runs of one program that overlapped)";
+      }
       return "code " + n;
     default:
       return "detail " + n;

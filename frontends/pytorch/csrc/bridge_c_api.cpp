@@ -207,6 +207,16 @@ int gpuos_torch_program_keep_warm(GpuosTorchProgram* program) {
   });
 }
 
+int gpuos_torch_program_testing_set_finished_runs(GpuosTorchProgram* program,
+                                                  unsigned long long runs) {
+  return Guarded("gpuos_torch_program_testing_set_finished_runs", [&]() -> gpuos::Status {
+    if (program == nullptr) {
+      return gpuos::InvalidArgument("gpuos_torch_program_testing_set_finished_runs: NULL");
+    }
+    return program->program->TestingOnlySetFinishedRuns(runs);
+  });
+}
+
 int gpuos_torch_program_check(const char* program_json) {
   return Guarded("gpuos_torch_program_check", [&]() -> gpuos::Status {
     if (program_json == nullptr) return gpuos::InvalidArgument("program_json is NULL");

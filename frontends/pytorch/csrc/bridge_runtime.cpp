@@ -130,6 +130,8 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
     program->bindings_.push_back(binding);
   }
   (void)program->graph_.successors();
+  program->task_counter_offset_ = stitched.task_counter_offset;
+  program->tiles_ = stitched.tiles;
   program->stitched_ = true;
   program->spec_ = std::move(spec);
   return program;
@@ -152,6 +154,13 @@ Status Program::ZeroCounters() {
   const std::vector<unsigned char> zeros(counters_.bytes, 0);
   return runtime_->CopyToDevice(counters_.address, zeros.data(), zeros.size())
       .WithContext("zeroing the stitched program's counters");
+}
+
+Status Program::TestingOnlySetFinishedRuns(std::uint64_t runs) {
+  if (!stitched_) return FailedPrecondition("TestingOnlySetFinishedRuns: not a stitched program");
+  GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
+  const std::uint64_t count = runs * tiles_;
+  return runtime_->CopyToDevice(counters_.address + task_counter_offset_, &count, sizeof(count));
 }
 
 Status Program::Finished(const runtime::Future& run) {

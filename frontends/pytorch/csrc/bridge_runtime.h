@@ -98,6 +98,14 @@ class Program {
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
   std::uint32_t num_buffers() const { return num_buffers_; }
   bool stitched() const { return stitched_; }
+  // Testing only (the GPU tests of a failed run): waits for the previous
+  // run, then sets the stitched task's counter as if `runs` runs had
+  // finished, leaving the stages' counters as they are, so that a run whose
+  // stages wait for counts (not flags) waits for counts that never come and
+  // fails after the stage wait's limit (2 s). FailedPrecondition for a
+  // program that is not stitched.
+  Status TestingOnlySetFinishedRuns(std::uint64_t runs);
+
   // The stitched operator and its stages, or why the program is not
   // stitched (set by the creator).
   const std::string& stitch_note() const { return stitch_note_; }
@@ -134,6 +142,8 @@ class Program {
   std::uint32_t num_buffers_;
   bool stitched_ = false;
   runtime::DeviceBuffer counters_;  // stitched: the stages' counters
+  std::size_t task_counter_offset_ = 0;  // stitched: the task's counter, after the stages'
+  std::uint32_t tiles_ = 0;              // stitched: the task's tiles
   ProgramSpec spec_;                // stitched: for Fallback()
   std::unique_ptr<Program> fallback_;
   std::string stitch_note_;

@@ -267,6 +267,11 @@ class Program {
 
   // Runtime::KeepWarm of the program's runtime (a run is coming soon).
   void KeepWarm() { Check(gpuos_torch_program_keep_warm(handle_), "keeping the worker warm"); }
+  // Testing only: gpuos_torch_program_testing_set_finished_runs.
+  void TestingSetFinishedRuns(unsigned long long runs) {
+    Check(gpuos_torch_program_testing_set_finished_runs(handle_, runs),
+          "setting the finished runs (testing)");
+  }
 
   unsigned int num_tasks() const { return gpuos_torch_program_num_tasks(handle_); }
   bool stitched() const { return gpuos_torch_program_stitched(handle_) != 0; }
@@ -460,6 +465,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("run_into", &Program::RunInto, py::arg("inputs"), py::arg("outputs"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("num_tasks", &Program::num_tasks)
+      .def("_testing_set_finished_runs", &Program::TestingSetFinishedRuns, py::arg("runs"))
       .def_property_readonly("stitched", &Program::stitched)
       .def_property_readonly("stitch_note", &Program::stitch_note);
   gpuos_torch::BindBatching(m);

@@ -96,6 +96,10 @@ int gpuos_torch_program_finish(GpuosTorchProgram* program);
 // now, a running one stays up for another idle period (a launch expected
 // soon, e.g. at the end of a batching replay).
 int gpuos_torch_program_keep_warm(GpuosTorchProgram* program);
+// Testing only: Program::TestingOnlySetFinishedRuns (a stitched program's
+// next run then fails after its stages' wait limit, 2 s).
+int gpuos_torch_program_testing_set_finished_runs(GpuosTorchProgram* program,
+                                                  unsigned long long runs);
 // 1 when no launch of the program is still running or unseen (the last
 // one's results were seen on the host), so the buffers it was bound to are
 // free of gpuos's use; 0 otherwise (NULL too).

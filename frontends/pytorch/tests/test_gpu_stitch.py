@@ -10,7 +10,8 @@ stream; attention (scores, softmax, product) is one stage of odd shapes too, and
 stores the probabilities per head when they are returned; flagged
 intermediates (a product's output polled as a later product's operand and
 residual) match eager and GPUOS_STITCH_FLAGS=0, on fewer worker blocks than
-tiles too.
+tiles too; a run whose stage wait times out is reported at the next call and
+the runs after it are right.
 Skipped (with the reason) without a GPU."""
 
 import math
@@ -170,6 +171,47 @@ def test_flagged_stages_run_on_fewer_blocks_than_tiles(gpu):
     """ % BENCH)
     done = _python(script, GPUOS_TORCH_BLOCKS="3")
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+
+
+class _RectifiedResidualBlock(_ResidualBlock):
+    """relu(h + lin2(layer_norm(h))): the relu (an elementwise stage, which
+    does not poll flags) waits for the second product's stage counter,
+    while that product polls h's flagged values."""
+
+    def forward(self, x):
+        return torch.relu(super().forward(x))
+
+
+def test_failed_run_is_reported_and_the_next_runs_recover(gpu, monkeypatch):
+    """A run whose stage waits for counts that never come (the stitched
+    task's counter set as if 1000 runs had finished: the relu stage waits
+    for the product's 1001st run) fails after the stage wait's limit, 2 s.
+    The failure surfaces at the next call, named; the counters and the
+    flagged values' slots are zeroed, so the calls after it are right."""
+    programs = []
+    original = _runtime.STATS.note_program
+
+    def remember(program):
+        programs.append(program)
+        original(program)
+
+    monkeypatch.setattr(_runtime.STATS, "note_program", remember)
+    torch.manual_seed(11)
+    module = _RectifiedResidualBlock().to(gpu)
+    f = gpuos.compile(module)
+    with torch.no_grad():
+        x = torch.randn(2, 256, device=gpu)
+        torch.testing.assert_close(f(x), module(x), rtol=1e-4, atol=1e-5)
+        assert len(programs) == 1 and programs[0].stitched, [p.stitch_note for p in programs]
+        note = programs[0].stitch_note
+        assert note.endswith("; flagged outputs: stages 0)") and "relu" in note, note
+        programs[0]._testing_set_finished_runs(1000)
+        f(x)  # fails on the device after 2 s; the call itself leaves the wait to the stream
+        with pytest.raises(RuntimeError, match="an earlier run of this program.*waited 2 s"):
+            f(x)
+        for _ in range(3):  # new values: a stale flagged value or count would show
+            x = torch.randn(2, 256, device=gpu)
+            torch.testing.assert_close(f(x), module(x), rtol=1e-4, atol=1e-5)
 
 
 def test_unaligned_buffer_runs_the_unstitched_program(gpu):

@@ -861,6 +861,7 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   result.table_entries = desc.num_buffers + 1;
   for (const Stage& stage : stages) result.tiles += stage.tiles;
   result.counter_bytes = (stages.size() + 1) * kCounterStrideBytes + planner.flagged_slots() * 8;
+  result.task_counter_offset = stages.size() * kCounterStrideBytes;
   std::string description = "stitched: " + std::to_string(stages.size()) + " stages:";
   std::string flagged;  // the stages whose outputs are flagged intermediates
   for (std::size_t s = 0; s < stages.size(); ++s) {

@@ -140,6 +140,12 @@ enum WorkerError : unsigned int {
   kWorkerOperatorFailed = 7,   // custom operator code called ctx.fail()
 };
 
+// The ctx.fail() code (WorkerStatus::detail of kWorkerOperatorFailed) of a
+// stitched program's stage that waited its limit (2 s) for the stages it
+// reads (stitch.cuh): a producer that never finished, or runs of one
+// program that overlapped.
+constexpr unsigned int kStitchWaitTimedOut = 0x5717;
+
 // Written by the device; zero it before a launch.
 struct alignas(16) WorkerStatus {
   unsigned int error;      // WorkerError of the first failure

@@ -48,8 +48,8 @@ constexpr unsigned int kCounterStride = 16;
 // How long a tile waits for a stage before it reports kWaitTimedOut and
 // goes on (no results are trusted then: the submission fails).
 constexpr unsigned long long kWaitLimitNs = 2000000000ull;
-// ctx.fail code of a wait that timed out.
-constexpr unsigned int kWaitTimedOut = 0x5717;
+// ctx.fail code of a wait that timed out (abi.h).
+constexpr unsigned int kWaitTimedOut = kStitchWaitTimedOut;
 constexpr int kThreads = static_cast<int>(kWorkerThreads);
 constexpr int kWarps = kThreads / 32;
 

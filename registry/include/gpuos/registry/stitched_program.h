@@ -107,7 +107,11 @@ struct StitchedProgram {
   OperatorSpec op;
   std::uint32_t tiles = 0;
   std::uint32_t table_entries = 0;  // num_buffers + 1: the counters and the buffers
+  // The counter buffer's bytes (zeroed before the first run): a 64-bit
+  // counter per stage, then the task's (at task_counter_offset), each on a
+  // line of its own, then the flagged intermediates' slots (stitch.cuh).
   std::size_t counter_bytes = 0;
+  std::size_t task_counter_offset = 0;
   std::vector<StitchStage> stages;
 };
 
