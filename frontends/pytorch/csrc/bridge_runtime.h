@@ -141,10 +141,10 @@ class Program {
   std::vector<Binding> bindings_;
   std::uint32_t num_buffers_;
   bool stitched_ = false;
-  runtime::DeviceBuffer counters_;  // stitched: the stages' counters
+  runtime::DeviceBuffer counters_;       // stitched: the stages' counters
   std::size_t task_counter_offset_ = 0;  // stitched: the task's counter, after the stages'
   std::uint32_t tiles_ = 0;              // stitched: the task's tiles
-  ProgramSpec spec_;                // stitched: for Fallback()
+  ProgramSpec spec_;                     // stitched: for Fallback()
   std::unique_ptr<Program> fallback_;
   std::string stitch_note_;
 };
