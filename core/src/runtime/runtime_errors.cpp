@@ -51,9 +51,10 @@ std::string WorkerErrorDetail(unsigned int error, unsigned int detail) {
       return n + " tensors given";
     case device::kWorkerOperatorFailed:
       if (detail == device::kStitchWaitTimedOut) {
-        return "code " + n +
-               ": a stitched program's stage waited 2 s for the stages it reads (a producer "
-               "that never finished, or runs of one program that overlapped)";
+        return "code " + n + ": a stitched program's stage waited " +
+               std::to_string(device::kStitchWaitLimitNs / 1000000000ull) +
+               " s for the stages it reads (a producer that never finished, or runs of one "
+               "program that overlapped)";
       }
       return "code " + n;
     default:

@@ -140,10 +140,11 @@ enum WorkerError : unsigned int {
   kWorkerOperatorFailed = 7,   // custom operator code called ctx.fail()
 };
 
-// The ctx.fail() code (WorkerStatus::detail of kWorkerOperatorFailed) of a
-// stitched program's stage that waited its limit (2 s) for the stages it
-// reads (stitch.cuh): a producer that never finished, or runs of one
-// program that overlapped.
+// How long a stitched program's tile waits for the stages it reads
+// (stitch.cuh, WaitClock), and the ctx.fail() code (WorkerStatus::detail of
+// kWorkerOperatorFailed) it then reports: a producer that never finished,
+// or runs of one program that overlapped.
+constexpr unsigned long long kStitchWaitLimitNs = 2000000000ull;
 constexpr unsigned int kStitchWaitTimedOut = 0x5717;
 
 // Written by the device; zero it before a launch.

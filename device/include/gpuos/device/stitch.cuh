@@ -47,7 +47,7 @@ namespace stitch {
 constexpr unsigned int kCounterStride = 16;
 // How long a tile waits for a stage before it reports kWaitTimedOut and
 // goes on (no results are trusted then: the submission fails).
-constexpr unsigned long long kWaitLimitNs = 2000000000ull;
+constexpr unsigned long long kWaitLimitNs = kStitchWaitLimitNs;  // abi.h
 // ctx.fail code of a wait that timed out (abi.h).
 constexpr unsigned int kWaitTimedOut = kStitchWaitTimedOut;
 constexpr int kThreads = static_cast<int>(kWorkerThreads);
