@@ -249,7 +249,8 @@ TEST_F(StitchedProgramTest, AttentionUnfusedIsThreeStagesAndCompiles) {
 // Queries a tile, lanes per key and vector loads follow the shapes: every
 // thread a key where the keys allow (up to 8 lanes each), at most 64 values
 // of a key a lane, and 8 queries a tile unless q's rows and the scores
-// would not fit the scratch.
+// would not fit the scratch, or more where tiles of 8 would outnumber half
+// the blocks (QueriesPerTile).
 TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
   const auto code_of = [](const StitchDesc& desc) {
     auto program = StitchProgram(desc);
@@ -274,23 +275,32 @@ TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
   ASSERT_TRUE(spread.ok()) << spread.status().ToString();
   EXPECT_TRUE(has(spread->op.device_code.code, "kBM = 8;"));
   EXPECT_EQ(spread->stages[0].tiles, 128u);
-  // 64 heads of 32 queries, keys of 8 values (2048 / 40 = 51 rows of q and
-  // scores fit): with 32 columns of v the value step's sums allow
-  // 2048 / (7 x 32) = 9 queries; with 256 columns (no sums) the cap, 16.
-  const auto small_heads = [](long long dv) {
+  // 64 heads of 36 queries (5 tiles of 8 a head: 320 tiles), keys of 8
+  // values (2048 / 44 = 46 rows of q and scores fit). With 32 columns of v
+  // the value step's sums allow 2048 / (7 x 32) = 9 queries: 4 tiles of 9.
+  // With 256 columns (no sums) the cap, 16, gives 3 tiles a head, filled
+  // evenly: 12 queries each. With 32 queries a head, 9 would not save a
+  // tile over 8 (4 either way), so 8 stays.
+  const auto small_heads = [](long long m, long long dv) {
     StitchDesc desc = Attention(32);
-    desc.tasks[0].tensors = {Dense(0, {64, 32, 8}), Dense(1, {64, 8, 32}), Dense(4, {64, 32, 32}),
-                             Dense(3, {64, 32, 32})};
-    desc.tasks[1].tensors = {Dense(3, {64, 32, 32}), Dense(5, {64, 32, 32})};
-    desc.tasks[2].tensors = {Dense(5, {64, 32, 32}), Dense(2, {64, 32, dv}),
-                             Dense(6, {64, 32, dv})};
+    desc.tasks[0].tensors = {Dense(0, {64, m, 8}), Dense(1, {64, 8, m}), Dense(4, {64, m, m}),
+                             Dense(3, {64, m, m})};
+    desc.tasks[1].tensors = {Dense(3, {64, m, m}), Dense(5, {64, m, m})};
+    desc.tasks[2].tensors = {Dense(5, {64, m, m}), Dense(2, {64, m, dv}), Dense(6, {64, m, dv})};
     return desc;
   };
-  for (const auto& [dv, bm] : {std::pair<long long, int>{32, 9}, {256, 16}}) {
-    auto program = StitchProgram(small_heads(dv));
+  struct Case {
+    long long m, dv;
+    int bm;
+    std::uint32_t tiles;
+  };
+  for (const Case& c : {Case{36, 32, 9, 256}, Case{36, 256, 12, 192}, Case{32, 32, 8, 256}}) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + ", dv " + std::to_string(c.dv));
+    auto program = StitchProgram(small_heads(c.m, c.dv));
     ASSERT_TRUE(program.ok()) << program.status().ToString();
-    EXPECT_TRUE(has(program->op.device_code.code, "kBM = " + std::to_string(bm) + ";"))
-        << "dv " << dv << ": " << program->op.device_code.code.substr(0, 3000);
+    EXPECT_TRUE(has(program->op.device_code.code, "kBM = " + std::to_string(c.bm) + ";"))
+        << program->op.device_code.code.substr(0, 3000);
+    EXPECT_EQ(program->stages[0].tiles, c.tiles);
     ExpectCompiles(*program);
   }
   // 1000 keys of 128 values: 2 lanes a key (64 values each), 1 query a tile.

@@ -51,8 +51,9 @@ std::string WorkerErrorDetail(unsigned int error, unsigned int detail) {
       return n + " tensors given";
     case device::kWorkerOperatorFailed:
       if (detail == device::kStitchWaitTimedOut) {
-        return "code " + n + ": a stitched program's stage waited " +
-               std::to_string(device::kStitchWaitLimitNs / 1000000000ull) +
+        char limit[32];
+        std::snprintf(limit, sizeof(limit), "%g", device::kStitchWaitLimitNs / 1e9);
+        return "code " + n + ": a stitched program's stage waited " + limit +
                " s for the stages it reads (a producer that never finished, or runs of one "
                "program that overlapped)";
       }

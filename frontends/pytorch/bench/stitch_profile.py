@@ -10,7 +10,8 @@ case, stitched or not, also where the device's part of a call goes
 the call's wall time (the host's part, the pick-up of the submission and the
 host's noticing its completion).
 
-    python frontends/pytorch/bench/stitch_profile.py --out OUT [--calls 50]
+    python frontends/pytorch/bench/stitch_profile.py --out OUT [--calls 50] \
+        [--case "mlp_microbatch batch=1" --case "attention_small seq=32" ...]
 
 Needs a CUDA device; sets GPUOS_TORCH_TRACE itself. Writes
 <out>/stitch_profile.json.
@@ -103,14 +104,14 @@ def main() -> int:
     parser.add_argument("--case", action="append",
                         help="a case name of workloads.py; repeat for several (default: all)")
     args = parser.parse_args()
-    device = trace_events.cuda_device_or_skip(args.out)
-    if device is None:
-        return 0
-    cases = [c for c in workloads.cases() if not args.case or c.name in args.case]
     unknown = set(args.case or []) - {c.name for c in workloads.cases()}
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}; "
                      f"known: {', '.join(c.name for c in workloads.cases())}")
+    device = trace_events.cuda_device_or_skip(args.out)
+    if device is None:
+        return 0
+    cases = [c for c in workloads.cases() if not args.case or c.name in args.case]
     results = []
     for case in cases:
         r = _profile(case, device, args.calls, args.out)

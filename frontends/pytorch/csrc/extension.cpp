@@ -465,7 +465,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("run_into", &Program::RunInto, py::arg("inputs"), py::arg("outputs"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("num_tasks", &Program::num_tasks)
-      .def("_testing_set_finished_runs", &Program::TestingSetFinishedRuns, py::arg("runs"))
+      .def("_testing_set_finished_runs", &Program::TestingSetFinishedRuns, py::arg("runs"),
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("stitched", &Program::stitched)
       .def_property_readonly("stitch_note", &Program::stitch_note);
   gpuos_torch::BindBatching(m);

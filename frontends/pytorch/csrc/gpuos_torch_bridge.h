@@ -97,7 +97,8 @@ int gpuos_torch_program_finish(GpuosTorchProgram* program);
 // soon, e.g. at the end of a batching replay).
 int gpuos_torch_program_keep_warm(GpuosTorchProgram* program);
 // Testing only: Program::TestingOnlySetFinishedRuns (a stitched program's
-// next run then fails after its stages' wait limit, 2 s).
+// next run, if a stage of it waits for another's count rather than flags,
+// then fails after the stage wait's limit, 2 s).
 int gpuos_torch_program_testing_set_finished_runs(GpuosTorchProgram* program,
                                                   unsigned long long runs);
 // 1 when no launch of the program is still running or unseen (the last

@@ -289,17 +289,27 @@ def stitch_notes(monkeypatch):
 
 # (heads, queries, keys, head dim, value dim, q transposed): queries not a
 # multiple of a tile's 8, odd key counts (one lane per key and several),
-# head dims that split a key over 1 to 8 lanes, a non-contiguous q. One
-# query a tile (a decode step): 129 keys; 5 keys with dims that are no
-# multiple of 32; 250 keys and a non-contiguous q; 600 keys.
+# head dims that split a key over 1 to 8 lanes, a non-contiguous q, 256
+# columns of v. One query a tile (a decode step): 129 keys; 5 keys with dims
+# that are no multiple of 32; 250 keys and a non-contiguous q; 600 keys.
 ATTENTION_SHAPES = [(8, 32, 32, 64, 64, False), (3, 13, 7, 32, 96, False),
                     (4, 1, 129, 64, 64, False), (2, 20, 200, 128, 16, True),
                     (3, 1, 5, 48, 40, False), (2, 1, 250, 32, 24, True),
-                    (2, 1, 600, 64, 64, False)]
+                    (2, 1, 600, 64, 64, False), (4, 48, 16, 32, 256, False)]
+# The attention stage's tiles planned for 2 blocks where they differ from
+# 8 queries a tile: one tile a head of 13, three of 16 a head of 48.
+FULLER_TILES = {(3, 13, 7, 32, 96, False): 3, (4, 48, 16, 32, 256, False): 12}
 
 
+@pytest.mark.parametrize("blocks", ["default", "2"])
 @pytest.mark.parametrize("shape", ATTENTION_SHAPES, ids=[str(s) for s in ATTENTION_SHAPES])
-def test_attention_is_one_stage_matching_eager(gpu, stitch_notes, shape):
+def test_attention_is_one_stage_matching_eager(gpu, stitch_notes, monkeypatch, shape, blocks):
+    # blocks "2": planned for 2 worker blocks, every stage of more than one
+    # tile takes fuller tiles (QueriesPerTile): 13 queries a tile for the
+    # 13-query heads, 16 for the 48-query ones (3 tiles of 16), where the
+    # 132-block plan takes 8.
+    if blocks != "default":
+        monkeypatch.setenv("GPUOS_STITCH_BLOCKS", blocks)  # read when a program is built
     heads, queries, keys, dim, vdim, transposed = shape
 
     def attention(q, k, v):
@@ -317,7 +327,11 @@ def test_attention_is_one_stage_matching_eager(gpu, stitch_notes, shape):
         k = torch.randn(heads, keys, dim, generator=generator).to(gpu)
         v = torch.randn(heads, keys, vdim, generator=generator).to(gpu)
         _close(f(q, k, v), attention(q, k, v))  # the probabilities are an output too
-    assert any(re.search(r"\battention\(\d+\)", note) for note in stitch_notes), stitch_notes
+    tiles = [int(m.group(1)) for n in stitch_notes for m in [re.search(r"\battention\((\d+)\)", n)]
+             if m]
+    assert tiles, stitch_notes
+    if blocks != "default" and shape in FULLER_TILES:
+        assert tiles == [FULLER_TILES[shape]], stitch_notes
 
 
 def test_attention_of_four_dimensional_heads_returns_its_probabilities(gpu, stitch_notes):

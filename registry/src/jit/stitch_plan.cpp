@@ -636,24 +636,30 @@ class Planner {
   // Queries a tile of attention stage `at` (its batch, m, n, d and dv set):
   // 8, or fewer where q's rows and the scores would not fit the scratch
   // (kBM * (d + n) values). Where that makes more tiles than half the
-  // worker's blocks, as many as fit, up to kMaxQueriesPerTile: a tile is
-  // latency-bound (at 128 keys, 10 queries took the same 8.64 us as 8) and
-  // every tile is one more block to join, so fewer, fuller tiles start
-  // sooner (104 tiles instead of 128: the last one started 0.7 us sooner,
-  // bench/results/experiments/attention_queries_per_tile_6948864.txt). The
-  // value step's partial sums bound it too: (256 / columns - 1) groups of
-  // kBM x columns values in the scratch (stitch_attention.cuh, step 4).
+  // worker's blocks: the fewest tiles a batch item that tiles of up to
+  // `full` queries give, with the queries spread evenly over them (the
+  // fewest queries a tile for that count). A tile is latency-bound (at 128
+  // keys, 10 queries took the same 8.8 us as 8) and every tile is one more
+  // block to join, so fewer, fuller tiles start sooner (seq 128: 104 tiles
+  // instead of 128, the last started 0.4-0.6 us sooner and the device span
+  // was 0.55-2.0 us shorter: bench/results/experiments/
+  // gpu_checks_session23.txt). `full` is what the scratch holds, bounded
+  // by the value step's partial sums too ((256 / columns - 1) groups of
+  // kBM x columns values: stitch_attention.cuh, step 4, whose column count
+  // this mirrors) and by kMaxQueriesPerTile (registers; tiles of more than
+  // 10 queries have not been timed).
   long long QueriesPerTile(const AttentionStage& at) const {
     constexpr long long kValues = kScratchBytes / 4;
+    const auto tiles_of = [&](long long bm) { return (at.m + bm - 1) / bm; };
     const long long fit = kValues / (at.d + at.n);
     const long long small = std::min({8ll, at.m, fit});
-    const long long tiles = at.batch * ((at.m + small - 1) / std::max(small, 1ll));
-    if (small < 1 || tiles <= desc_.worker_blocks / 2) return small;
+    if (small < 1 || at.batch * tiles_of(small) <= desc_.worker_blocks / 2) return small;
     const long long columns = at.dv <= 32 ? 32 : at.dv <= 64 ? 64 : at.dv <= 128 ? 128 : 256;
     const long long groups = kThreads / columns;
     const long long sums_fit = groups > 1 ? kValues / ((groups - 1) * columns) : at.m;
     const long long full = std::min({kMaxQueriesPerTile, at.m, fit, sums_fit});
-    return std::max(small, full);
+    if (full <= small) return small;
+    return tiles_of(tiles_of(full));  // ceil(m / tiles): the same tiles, evenly filled
   }
 
   // A row view of `v` (the last dimension is the row).
