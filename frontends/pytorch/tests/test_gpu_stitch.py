@@ -182,20 +182,13 @@ class _RectifiedResidualBlock(_ResidualBlock):
         return torch.relu(super().forward(x))
 
 
-def test_failed_run_is_reported_and_the_next_runs_recover(gpu, monkeypatch):
+def test_failed_run_is_reported_and_the_next_runs_recover(gpu, built):
     """A run whose stage waits for counts that never come (the stitched
     task's counter set as if 1000 runs had finished: the relu stage waits
     for the product's 1001st run) fails after the stage wait's limit, 2 s.
     The failure surfaces at the next call, named; the counters and the
     flagged values' slots are zeroed, so the calls after it are right."""
-    programs = []
-    original = _runtime.STATS.note_program
-
-    def remember(program):
-        programs.append(program)
-        original(program)
-
-    monkeypatch.setattr(_runtime.STATS, "note_program", remember)
+    programs = built.programs
     torch.manual_seed(11)
     module = _RectifiedResidualBlock().to(gpu)
     f = gpuos.compile(module)
@@ -273,18 +266,32 @@ def test_bad_host_wait_is_refused_by_name(gpu):
     assert done.returncode != 0 and "GPUOS_TORCH_HOST_WAIT_US" in done.stderr, done.stderr
 
 
+class _Built:
+    """The native programs compiled in a test and their stitch notes, as
+    they are built."""
+
+    def __init__(self):
+        self.programs, self.notes = [], []
+
+
 @pytest.fixture
-def stitch_notes(monkeypatch):
-    """The stitch notes of the programs compiled in the test."""
-    notes = []
+def built(monkeypatch):
+    record = _Built()
     original = _runtime.STATS.note_program
 
     def remember(program):
-        notes.append(program.stitch_note)
+        record.programs.append(program)
+        record.notes.append(program.stitch_note)
         original(program)
 
     monkeypatch.setattr(_runtime.STATS, "note_program", remember)
-    return notes
+    return record
+
+
+@pytest.fixture
+def stitch_notes(built):
+    """The stitch notes of the programs compiled in the test."""
+    return built.notes
 
 
 # (heads, queries, keys, head dim, value dim, q transposed): queries not a
