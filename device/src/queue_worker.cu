@@ -992,7 +992,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // successors may be pushed at any moment (a 2 us nap could hold a
       // tiled task's helper entries in the ring that long). Short naps for
       // a while after each claim as well were tried (session 23): helpers
-      // started 0.05-0.46 us sooner, the calls' device spans did not shrink
+      // started 0.04-0.46 us sooner, the calls' device spans did not shrink
       // (bench/results/experiments/idle_quick_naps_ab_session23.txt).
       if (threadIdx.x == 0) {
         unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);

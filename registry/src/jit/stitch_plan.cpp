@@ -641,7 +641,7 @@ class Planner {
   // fewest queries a tile for that count). A tile is latency-bound (at 128
   // keys, 10 queries took the same 8.8 us as 8) and every tile is one more
   // block to join, so fewer, fuller tiles start sooner (seq 128: 104 tiles
-  // instead of 128, the last started 0.4-0.6 us sooner and the device span
+  // instead of 128, the last started about 0.5 us sooner and the device span
   // was 0.55-2.0 us shorter: bench/results/experiments/
   // gpu_checks_session23.txt). `full` is what the scratch holds, bounded
   // by the value step's partial sums too ((256 / columns - 1) groups of
