@@ -131,7 +131,6 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
   }
   (void)program->graph_.successors();
   program->task_counter_offset_ = stitched.task_counter_offset;
-  program->tiles_ = stitched.tiles;
   program->stitched_ = true;
   program->spec_ = std::move(spec);
   return program;
@@ -159,7 +158,8 @@ Status Program::ZeroCounters() {
 Status Program::TestingOnlySetFinishedRuns(std::uint64_t runs) {
   if (!stitched_) return FailedPrecondition("TestingOnlySetFinishedRuns: not a stitched program");
   GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
-  const std::uint64_t count = runs * tiles_;
+  // The graph's one task: the stitched operator's, with all its tiles.
+  const std::uint64_t count = runs * graph_.tasks().front().num_tiles;
   return runtime_->CopyToDevice(counters_.address + task_counter_offset_, &count, sizeof(count));
 }
 

@@ -143,7 +143,6 @@ class Program {
   bool stitched_ = false;
   runtime::DeviceBuffer counters_;       // stitched: the stages' counters
   std::size_t task_counter_offset_ = 0;  // stitched: the task's counter, after the stages'
-  std::uint32_t tiles_ = 0;              // stitched: the task's tiles
   ProgramSpec spec_;                     // stitched: for Fallback()
   std::unique_ptr<Program> fallback_;
   std::string stitch_note_;
