@@ -33,13 +33,13 @@
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
+#include "gpuos/device/queue_direct.cuh"
 #include "gpuos/device/queue_sync.cuh"
-
-extern "C" __device__ gpuos::device::OpFunction gpuos_resolve_operator(
-    const gpuos::device::TaskDesc& task, unsigned int* slot);
 
 namespace {
 
+using gpuos::device::DecodeDirectBoard;
+using gpuos::device::DirectBoardSequence;
 using gpuos::device::kHelpBoardWords;
 using gpuos::device::kMaxTaskTensors;
 using gpuos::device::kNoDependencyCounter;
@@ -63,10 +63,8 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
-constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
-constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 
-enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kHelp, kExit };
+enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kAdmitDirect, kHelp, kDirect, kExit };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
@@ -121,12 +119,6 @@ __device__ void LoadWindow(const Queue& q, BlockCache& cache, unsigned int task)
 __device__ __forceinline__ bool InWindow(const BlockCache& cache, unsigned int task) {
   return task - cache.window_base < cache.window_count;
 }
-
-constexpr unsigned int kSlotWordsPerThread =
-    gpuos::device::kSubmissionSlotWords / gpuos::device::kWorkerThreads;
-static_assert(kSlotWordsPerThread * gpuos::device::kWorkerThreads ==
-                  gpuos::device::kSubmissionSlotWords,
-              "a ring slot is read in whole words per thread");
 
 // Thread 0: announces the helper tickets of a tiled task on a free word of
 // the help board; the tickets, their count in the submission's `remaining`
@@ -251,9 +243,10 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 
 // All threads: copies submission `index` in, initializes its tasks, pushes
 // its roots but the first, which it returns (kNone when the graph is empty)
-// for the caller to run. The whole ring slot is read at once (one PCIe round
-// trip): a graph that fits in it is copied from those words, a larger one
-// from the staging arenas (a second round trip). The host lists the roots in
+// for the caller to run. `words`: the whole ring slot, read by the caller
+// (ReadSlot; one PCIe round trip): a graph that fits in it is copied from
+// those words, a larger one from the staging arenas (a second round trip).
+// The host lists the roots in
 // the order they should start (a scheduler plugin's, runtime_plugins.h): the
 // first is run here, the others go into the ready ring in that order. When
 // the first root is tiled, its tile 0 is this block's (*first_claimed) and
@@ -261,29 +254,15 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // submission_capacity (the ring slot) is used, so a gate retry passes the
 // slot. A submission whose gate is closed is not admitted: a retry entry is
 // pushed and kNone returned.
-__device__ unsigned long long Admit(const Queue& q, unsigned long long index, bool* first_claimed) {
+__device__ unsigned long long Admit(const Queue& q, unsigned long long index,
+                                    const SlotWords& words, bool* first_claimed) {
   __shared__ Submission sub;
   __shared__ unsigned long long slot_gate_word;
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
-  const int4* slot_words = reinterpret_cast<const int4*>(q.submissions + slot);
-  int4 words[kSlotWordsPerThread];
-#pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    words[j] = __ldcv(slot_words + threadIdx.x + j * blockDim.x);
-  }
-  if (threadIdx.x < gpuos::device::kSubmissionRecordWords) {
-    reinterpret_cast<int4*>(&sub)[threadIdx.x] = words[0];
-  }
-  if (threadIdx.x + (kSlotWordsPerThread - 1) * blockDim.x ==
-      gpuos::device::kSubmissionSlotWords - 1) {
-    const int4 last = words[kSlotWordsPerThread - 1];  // gate_word, then reserved
-    slot_gate_word = static_cast<unsigned long long>(static_cast<unsigned int>(last.y)) << 32 |
-                     static_cast<unsigned int>(last.x);
-  }
   *first_claimed = false;
-  __syncthreads();
+  ParseSlot(words, &sub, &slot_gate_word);
   if (sub.gate != 0) {
     // Ordered after another CUDA stream: while its gate is closed, a retry
     // entry goes back into the ready ring (the host reserved room for it) and
@@ -315,7 +294,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index, bo
       const unsigned int w = threadIdx.x + j * blockDim.x;
       if (w >= gpuos::device::kSubmissionRecordWords &&
           w - gpuos::device::kSubmissionRecordWords < sub.inline_words) {
-        StoreGraphWord(q, sub, slot, w - gpuos::device::kSubmissionRecordWords, words[j]);
+        StoreGraphWord(q, sub, slot, w - gpuos::device::kSubmissionRecordWords, words.w[j]);
       }
     }
   } else {
@@ -458,11 +437,24 @@ __device__ unsigned int AnnounceHelpers(const Queue& q, unsigned int task, unsig
 
 // Thread 0 of an idle block: a helper ticket of a task on the help board, as
 // the ready entry of a helper (its submission's slot read from the task's
-// node), or kNone. A word whose tickets are gone is cleared.
-__device__ unsigned long long TakeHelperTicket(const Queue& q) {
+// node), or kNone. A word whose tickets are gone is cleared. The direct
+// board is read in flight with the help board (its line): when it names a
+// submission this block should help run directly (DirectHelpWanted,
+// `*direct_seen`), no ticket is taken and *direct gets the board's word.
+__device__ unsigned long long TakeHelperTicket(const Queue& q, unsigned long long* direct_seen,
+                                               unsigned long long* direct) {
   unsigned long long words[kHelpBoardWords];
 #pragma unroll
   for (unsigned int i = 0; i < kHelpBoardWords; ++i) words[i] = Volatile(&q.state->help_board[i]);
+  *direct = 0;
+  if (kDirectTiles) {
+    // Acquire: the host's slot writes the claiming poller acquired (queue_direct.cuh).
+    const unsigned long long board = LoadAcquireGpu(&q.state->direct_board);
+    if (DirectHelpWanted(board, direct_seen)) {
+      *direct = board;
+      return kNone;
+    }
+  }
   const unsigned int first = blockIdx.x % kHelpBoardWords;
   for (unsigned int j = 0; j < kHelpBoardWords; ++j) {
     const unsigned int i = (first + j) % kHelpBoardWords;
@@ -879,6 +871,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ int action;
   __shared__ unsigned long long argument;
   __shared__ unsigned int batch_count;
+  __shared__ unsigned int direct_words;  // kDirect's: the slot words to read
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
@@ -894,7 +887,14 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   completions.recorder = &recorder;
   unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
   unsigned long long host_flags = 0;  // thread 0's: stop and keep_warm, as the last claim read them
-  if (threadIdx.x == 0) recorder.Begin(q);
+  // Thread 0's: the last submission the direct board named that this block
+  // saw or claimed (one already there at the launch is not new).
+  unsigned long long direct_seen = 0;
+  if (threadIdx.x == 0) {
+    recorder.Begin(q);
+    direct_seen = DirectBoardSequence(DecodeDirectBoard(Volatile(&q.state->direct_board)).sequence,
+                                      Volatile(&q.state->submit_head));
+  }
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
   // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
@@ -904,8 +904,13 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     if (threadIdx.x == 0) {
       int next = kIdle;
       unsigned int count = 0;
-      unsigned long long value = TakeHelperTicket(q);
-      if (value != kNone) {
+      unsigned long long direct_board = 0;
+      unsigned long long value = TakeHelperTicket(q, &direct_seen, &direct_board);
+      if (direct_board != 0) {
+        next = kDirect;
+        value = direct_seen;  // the board's sequence, widened
+        direct_words = DecodeDirectBoard(direct_board).slot_words;
+      } else if (value != kNone) {
         next = kHelp;
       } else if ((value = TryPopBatch(q, &count)) == kContended) {
         next = kAgain;
@@ -914,11 +919,13 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         batch_count = count;
       } else if (poller || ((idle_rounds & 7u) == 7u &&
                             Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
-        value = TryClaimSubmission(q, &host_flags);
+        bool direct = false;
+        value = TryClaimSubmission(q, &host_flags, &direct);
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {
-          next = kAdmit;
+          next = direct ? kAdmitDirect : kAdmit;
+          if (direct) direct_seen = value + 1;  // its own board word is not news
           if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
         }
       }
@@ -953,7 +960,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (DecodeReady(entry).task == gpuos::device::kGateRetryTask) {
           // A submission waiting for another stream: admit it if its gate opened.
           bool first_claimed = false;
-          entry = Admit(q, DecodeReady(entry).slot, &first_claimed);
+          SlotWords words;
+          ReadSlot(q, DecodeReady(entry).slot, gpuos::device::kSubmissionSlotWords, words);
+          entry = Admit(q, DecodeReady(entry).slot, words, &first_claimed);
           if (entry == kNone) continue;
           Invalidate(cache);  // Admit copied descriptors the window may hold stale
           RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
@@ -964,19 +973,37 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kHelp) {
       Invalidate(cache);
       RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
-    } else if (current == kAdmit) {
+    } else if (current == kDirect) {
+      // A helper of a lone tiled task: its task and tensors from the area
+      // its admitting block fills.
+      RunDirect(q, value, nullptr, direct_words - gpuos::device::kSubmissionRecordWords,
+                DirectContext{cache.descs[0], scratch, &completed, &recorder, 0});
+      Invalidate(cache);  // its descriptors were overwritten
+    } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
-      const unsigned long long first = Admit(q, value, &first_claimed);
-      if (first != kNone) {
-        if (threadIdx.x == 0 && q.trace != nullptr) {  // no sequence read when not tracing
-          recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,
-                              Volatile(q.sequences + DecodeReady(first).slot));
+      SlotWords words;
+      ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity),
+               gpuos::device::kSubmissionSlotWords, words);
+      // A lone tiled task the pollers announced runs directly where it can
+      // (RunDirect: its gate open, ...); otherwise, and for any other
+      // graph, the admission.
+      if (current == kAdmitDirect &&
+          RunDirect(q, value + 1, &words, 0,
+                    DirectContext{cache.descs[0], scratch, &completed, &recorder, claimed_ns})) {
+        Invalidate(cache);  // its descriptors were overwritten
+      } else {
+        const unsigned long long first = Admit(q, value, words, &first_claimed);
+        if (first != kNone) {
+          if (threadIdx.x == 0 && q.trace != nullptr) {  // no sequence read when not tracing
+            recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,
+                                Volatile(q.sequences + DecodeReady(first).slot));
+          }
+          Invalidate(cache);
+          RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);
         }
-        Invalidate(cache);
-        RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);
       }
     }
-    if (current == kRun || current == kAdmit || current == kHelp) {
+    if (current != kIdle && current != kAgain) {
       if (threadIdx.x == 0) {
         completions.Flush(q, completions.fenced);
         completions.fenced = false;

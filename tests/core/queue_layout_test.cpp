@@ -38,5 +38,47 @@ TEST(QueueLayoutTest, OneTaskAndFortyNineTensorsFitTheSlot) {
   EXPECT_GT(SubmissionPayloadWords(1, 50, 1), kInlinePayloadWords);
 }
 
+// The host's lone_hint and the pollers' direct board (docs/runtime.md,
+// "Direct tiles") carry what their readers need in one 8-byte word each.
+TEST(QueueLayoutTest, LoneHintNamesOnlyItsSequenceAndKeepsTilesAndWords) {
+  const unsigned long long hint = EncodeLoneHint(123456789ull, 104, 4 + 8 + 60 + 1);
+  EXPECT_TRUE(LoneHintNames(hint, 123456789ull));
+  EXPECT_FALSE(LoneHintNames(hint, 123456788ull));
+  EXPECT_FALSE(LoneHintNames(hint, 123456790ull));
+  EXPECT_EQ(LoneHintTiles(hint), 104u);
+  EXPECT_EQ(LoneHintWords(hint), 73u);
+  // Tiles past 16 bits are clamped (helpers are capped by the grid anyway);
+  // a whole slot's words fit.
+  EXPECT_EQ(LoneHintTiles(EncodeLoneHint(1, 70000, kSubmissionSlotWords)), 0xffffu);
+  EXPECT_EQ(LoneHintWords(EncodeLoneHint(1, 70000, kSubmissionSlotWords)), kSubmissionSlotWords);
+  // Sequences compare by their low 38 bits: one 2^38 apart share a hint,
+  // which the ring never has in flight together.
+  EXPECT_TRUE(LoneHintNames(EncodeLoneHint(5, 2, 13), 5 + (1ull << 38)));
+  // An empty hint (the control block is zeroed) names no submission.
+  EXPECT_FALSE(LoneHintNames(0, 1));
+}
+
+TEST(QueueLayoutTest, DirectBoardRoundTripsAndWidensItsSequence) {
+  DirectBoard board;
+  board.sequence = (5ull << 42) + 0x123456789ull;  // bits past 42 are dropped
+  board.helpers = 4095;
+  board.slot_words = 512;
+  const DirectBoard back = DecodeDirectBoard(EncodeDirectBoard(board));
+  EXPECT_EQ(back.sequence, 0x123456789ull);
+  EXPECT_EQ(back.helpers, board.helpers);
+  EXPECT_EQ(back.slot_words, board.slot_words);
+  // Widened against a sequence the reader knows, before or after it, also
+  // across a wrap of the 42 bits.
+  EXPECT_EQ(DirectBoardSequence(back.sequence, (5ull << 42) + 0x123456700ull),
+            (5ull << 42) + 0x123456789ull);
+  EXPECT_EQ(DirectBoardSequence(back.sequence, (5ull << 42) + 0x1234567ffull),
+            (5ull << 42) + 0x123456789ull);
+  EXPECT_EQ(DirectBoardSequence(3, (1ull << 42) - 2), (1ull << 42) + 3);
+  EXPECT_EQ(DirectBoardSequence((1ull << 42) - 2, (1ull << 42) + 3), (1ull << 42) - 2);
+  EXPECT_EQ(DirectBoardSequence(7, 7), 7u);
+  EXPECT_EQ(sizeof(DirectSlot), 16u);
+  EXPECT_GE(kDirectAreaBytes, kInlinePayloadWords * 16);
+}
+
 }  // namespace
 }  // namespace gpuos::device

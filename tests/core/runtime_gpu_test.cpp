@@ -219,6 +219,54 @@ TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
   }
 }
 
+// Lone tiled tasks run directly (docs/runtime.md, "Direct tiles"): helpers
+// read the ring slot themselves and claim tiles from the slot's claim word.
+// Here 400 of them are in flight together over 2 ring slots, so slots are
+// reused while helpers of the previous submission in them may still be on
+// their way (claims that find the word not opened yet, or opened for a
+// later submission), and the pollers' board names each submission only
+// until the next claim. Every output must be its own submission's, every
+// element once: a tile run under the wrong submission, twice or never
+// leaves a wrong value, a miscounted submission never completes.
+TEST_F(RuntimeGpuTest, LoneTiledTasksInFlightTogetherOverTwoSlots) {
+  RuntimeConfig config;
+  config.submission_capacity = 2;
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr int kGraphs = 400;
+  constexpr std::size_t kN = 65536;
+  auto x = Upload(*runtime, Iota(kN, 1.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(x.ok() && ones.ok());
+  std::vector<DeviceTensor> outs;
+  for (int g = 0; g < kGraphs; ++g) {
+    auto out = Upload(*runtime, Filled(kN, NAN));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  std::vector<Future> futures;
+  for (int g = 0; g < kGraphs; ++g) {
+    TaskGraph graph(*runtime);
+    ASSERT_TRUE(graph
+                    .Add("add", DType::kF32, {x->desc, ones->desc, outs[g].desc},
+                         {{"alpha", std::to_string(g)}})
+                    .ok());
+    ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    futures.push_back(*future);
+  }
+  for (const Future& f : futures) ASSERT_TRUE(f.Wait(std::chrono::seconds(30)).ok());
+  const std::vector<float> xs = Iota(kN, 1.0f);
+  for (int g = 0; g < kGraphs; ++g) {
+    auto out = Download(*runtime, outs[g]);
+    ASSERT_TRUE(out.ok());
+    for (std::size_t i = 0; i < kN; ++i) {
+      ASSERT_FLOAT_EQ((*out)[i], xs[i] + static_cast<float>(g)) << "graph " << g << " at " << i;
+    }
+  }
+  EXPECT_GT(runtime->stats().backpressure_waits, 0u);
+}
+
 // A queue of 64 tasks and 4 submissions: 300 graphs of 8 in-place steps each
 // must all run, with Submit waiting for room instead of overwriting.
 TEST_F(RuntimeGpuTest, QueueFullBackpressure) {

@@ -279,6 +279,10 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
       config.trace_capacity == 0 ? 0 : std::max(1u, config.trace_capacity / blocks_);
   const std::size_t d_trace =
       dev.Add(std::size_t{blocks_} * trace_per_block * sizeof(device::TraceRecord));
+  // Lone tiled tasks run directly (queue.h, DirectSlot): a record and an
+  // area per ring slot.
+  const std::size_t d_direct =
+      dev.Add(subs * (sizeof(device::DirectSlot) + std::size_t{device::kDirectAreaBytes}));
   GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemAlloc(&device_block_, dev.size()),
                              "cuMemAlloc(queue, " + std::to_string(dev.size()) + " bytes)"));
   GPUOS_RETURN_IF_ERROR(
@@ -304,6 +308,7 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   p.activity = device_block_ + d_activity;
   p.trace = trace_per_block == 0 ? 0 : device_block_ + d_trace;
   p.trace_counts = device_block_ + d_trace_counts;
+  p.direct = device_block_ + d_direct;
   p.diagnostic_blocks = blocks_;
   p.trace_per_block = trace_per_block;
   diagnostics_.slot_errors = reinterpret_cast<device::SubmissionError*>(base + errors_at);

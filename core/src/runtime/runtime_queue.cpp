@@ -304,6 +304,14 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.first_root = root_count == 0 ? 0 : static_cast<std::uint32_t>(task_begin) + roots_[0];
   record.first_root_tiles = first_root_tiles;
   diagnostics_.history.Add({sequence, first_id, task_count});
+  // A lone tiled task that travels inline: the pollers may let idle blocks
+  // read its slot and run its tiles directly (queue.h, lone_hint). Written
+  // before the tail; a poller that reads an older hint with the new tail
+  // finds it names another sequence and admits the graph as any other.
+  if (inline_graph && device::SubmissionCountsTiles(task_count, first_root_tiles)) {
+    control_->lone_hint = device::EncodeLoneHint(sequence, first_root_tiles,
+                                                 device::kSubmissionRecordWords + payload_words);
+  }
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 
   InFlight entry;

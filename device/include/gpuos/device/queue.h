@@ -127,7 +127,12 @@ struct alignas(64) QueueControl {
   // activity, so the grid does not park for idle_park after it. Next to
   // `stop`, so that one 8-byte read fetches both.
   unsigned int keep_warm;
-  unsigned long long reserved1[6];
+  // The newest submission when it is a lone tiled task travelling inline
+  // (EncodeLoneHint; written before submit_tail): pollers read it in flight
+  // with the tail and, when it names the submission they claim, tell idle
+  // blocks to run its tiles directly (QueueDeviceState::direct_board).
+  unsigned long long lone_hint;
+  unsigned long long reserved1[5];
   // Device -> host.
   unsigned long long parked_generation;  // generation of the last grid that parked
   unsigned long long completed_tasks;    // tiles finished, mirrored at completions and parks
@@ -194,8 +199,85 @@ struct alignas(128) QueueDeviceState {
   // whichever task holds the entry now (it set the tickets), which is what
   // the taker runs.
   unsigned long long help_board[kHelpBoardWords];
-  unsigned long long pad5[16 - kHelpBoardWords];
+  // The last lone tiled task a poller claimed (EncodeDirectBoard), on the
+  // help board's line (idle blocks read both in one round trip): the blocks
+  // it names read its ring slot themselves and claim its tiles from the
+  // slot's DirectSlot (docs/runtime.md, "Direct tiles").
+  unsigned long long direct_board;
+  unsigned long long pad5[15 - kHelpBoardWords];
 };
+
+// Per submission ring slot, device memory (QueueParams::direct), zeroed
+// before the first launch: the tiles of a lone tiled task run directly
+// (docs/runtime.md, "Direct tiles").
+struct alignas(16) DirectSlot {
+  // The claimed submission's sequence (low 32 bits) in the high half, the
+  // next tile to claim in the low half. The admitting block opens it
+  // (exchange: its sequence, tile 0 taken); the others claim with a 64-bit
+  // add, and a returned sequence says whose tile they got.
+  unsigned long long claim;
+  unsigned int done;  // tiles finished; back to 0 before the completion
+  unsigned int reserved;
+};
+// Bytes of device memory per ring slot after the DirectSlots: the admitting
+// block's copy of a lone tiled task's inline graph (the task, then its
+// tensors), which the helpers read instead of the ring slot (PCIe reads of
+// the slot by many blocks at once stalled every block's memory traffic for
+// 10-40 us: bench/results/experiments/direct_tiles_session24.txt).
+constexpr unsigned int kDirectAreaBytes = 8192;
+
+// QueueControl::lone_hint: the submission's sequence (low 38 bits), its
+// tiles (16 bits, at most 65535) and the 16-byte words of its ring slot
+// that hold the record and the graph (10 bits).
+GPUOS_HOST_DEVICE inline unsigned long long EncodeLoneHint(unsigned long long sequence,
+                                                           unsigned int tiles,
+                                                           unsigned int slot_words) {
+  const unsigned long long t = tiles > 0xffffu ? 0xffffu : tiles;
+  return (sequence & ((1ull << 38) - 1)) << 26 | t << 10 | (slot_words & 0x3ffu);
+}
+GPUOS_HOST_DEVICE inline unsigned int LoneHintTiles(unsigned long long hint) {
+  return static_cast<unsigned int>((hint >> 10) & 0xffffu);
+}
+// Whether `hint` is one for submission `sequence` (a tiled task: 2 tiles
+// or more, so a zeroed word names nothing).
+GPUOS_HOST_DEVICE inline bool LoneHintNames(unsigned long long hint, unsigned long long sequence) {
+  return LoneHintTiles(hint) > 1 && (hint >> 26) == (sequence & ((1ull << 38) - 1));
+}
+GPUOS_HOST_DEVICE inline unsigned int LoneHintWords(unsigned long long hint) {
+  return static_cast<unsigned int>(hint & 0x3ffu);
+}
+
+// QueueDeviceState::direct_board: the sequence (low 42 bits; a reader
+// widens it against one it knows, DirectBoardSequence), how many blocks
+// should help (12 bits: blocks [0, helpers], less the one that claimed it)
+// and the slot words to read (10 bits).
+struct DirectBoard {
+  unsigned long long sequence;  // low 42 bits
+  unsigned int helpers;
+  unsigned int slot_words;
+};
+constexpr unsigned long long kDirectBoardSequenceMask = (1ull << 42) - 1;
+GPUOS_HOST_DEVICE inline unsigned long long EncodeDirectBoard(const DirectBoard& b) {
+  return (b.sequence & kDirectBoardSequenceMask) << 22 |
+         static_cast<unsigned long long>(b.helpers & 0xfffu) << 10 | (b.slot_words & 0x3ffu);
+}
+GPUOS_HOST_DEVICE inline DirectBoard DecodeDirectBoard(unsigned long long word) {
+  DirectBoard b;
+  b.sequence = word >> 22;
+  b.helpers = static_cast<unsigned int>((word >> 10) & 0xfffu);
+  b.slot_words = static_cast<unsigned int>(word & 0x3ffu);
+  return b;
+}
+// The full sequence whose low 42 bits are `low`, nearest to `known` (a
+// sequence within 2^41 of it).
+GPUOS_HOST_DEVICE inline unsigned long long DirectBoardSequence(unsigned long long low,
+                                                                unsigned long long known) {
+  const unsigned long long delta = (low - known) & kDirectBoardSequenceMask;
+  // Sign-extend the 42-bit difference.
+  const long long signed_delta = delta >= (1ull << 41) ? static_cast<long long>(delta) - (1ll << 42)
+                                                       : static_cast<long long>(delta);
+  return known + static_cast<unsigned long long>(signed_delta);
+}
 
 // Per submission ring slot, mapped host memory: the first error of the
 // submission that last completed in that slot with an error. Written by the
@@ -283,13 +365,16 @@ struct alignas(16) QueueParams {
   unsigned int
       diagnostic_blocks;         // entries of activity / trace_counts (blocks >= it record nothing)
   unsigned int trace_per_block;  // records per block's trace ring
-  unsigned int reserved[2];
+  // DirectSlot[submission_capacity], then kDirectAreaBytes per ring slot
+  // (device memory, zeroed).
+  unsigned long long direct;
 };
 
 static_assert(sizeof(Submission) == 64, "Submission layout changed: bump the ABI version");
 static_assert(sizeof(SubmissionSlot) == kSubmissionSlotWords * 16, "SubmissionSlot layout changed");
 static_assert(sizeof(QueueControl) == 128, "QueueControl layout changed: bump the ABI version");
 static_assert(sizeof(NodeState) == 32, "NodeState layout changed");
+static_assert(sizeof(DirectSlot) == 16, "DirectSlot layout changed: bump the ABI version");
 static_assert(sizeof(QueueDeviceState) == 640, "QueueDeviceState layout changed");
 static_assert(sizeof(QueueParams) == 208, "QueueParams layout changed: bump the ABI version");
 static_assert(sizeof(SubmissionError) == 32,

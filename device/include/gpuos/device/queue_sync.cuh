@@ -32,6 +32,24 @@ __device__ __forceinline__ unsigned long long LoadAcquireSys(const unsigned long
   return v;
 }
 
+// Release / acquire at GPU scope (the direct board, queue_direct.cuh).
+__device__ __forceinline__ void StoreReleaseGpu(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long LoadAcquireGpu(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Lone tiled tasks' tiles run directly (queue_direct.cuh, docs/runtime.md,
+// "Direct tiles"); GPUOS_JIT_DEFINES=GPUOS_DIRECT_TILES=0: through the
+// admission and the help board, as before (an A/B switch).
+#ifndef GPUOS_DIRECT_TILES
+#define GPUOS_DIRECT_TILES 1
+#endif
+constexpr bool kDirectTiles = GPUOS_DIRECT_TILES != 0;
+
 template <typename T>
 __device__ __forceinline__ T Volatile(const T* p) {
   return *reinterpret_cast<const volatile T*>(p);
@@ -62,6 +80,8 @@ struct Queue {
   BlockActivity* activity;
   TraceRecord* trace;  // null: tracing off
   unsigned long long* trace_counts;
+  DirectSlot* direct;           // per ring slot (queue.h)
+  unsigned char* direct_areas;  // kDirectAreaBytes per block
   unsigned long long idle_park_ns;
   unsigned long long generation;
   unsigned int task_capacity;
@@ -94,6 +114,9 @@ __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
   q.activity = reinterpret_cast<BlockActivity*>(p.activity);
   q.trace = reinterpret_cast<TraceRecord*>(p.trace);
   q.trace_counts = reinterpret_cast<unsigned long long*>(p.trace_counts);
+  q.direct = reinterpret_cast<DirectSlot*>(p.direct);
+  q.direct_areas = reinterpret_cast<unsigned char*>(p.direct) +
+                   static_cast<unsigned long long>(p.submission_capacity) * sizeof(DirectSlot);
   q.idle_park_ns = p.idle_park_ns;
   q.generation = p.generation;
   q.task_capacity = p.task_capacity;
@@ -178,17 +201,38 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
 // `*host_flags` gets QueueControl's stop and keep_warm (one 8-byte word, stop
 // in the low half), read in flight with the tail: a poller's idle round then
 // costs one PCIe round trip, not two (ShouldPark uses the word).
+//
+// When the host's lone_hint names the claimed submission (a lone tiled task
+// travelling inline), *direct is set and the claim is announced on the
+// direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): the blocks after
+// this one read the slot themselves and run its tiles.
 __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
-                                                                 unsigned long long* host_flags) {
-  // Issued before the acquiring load, so that both are in flight together.
+                                                                 unsigned long long* host_flags,
+                                                                 bool* direct) {
+  // Issued before the acquiring load, so that all are in flight together.
   *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+  const unsigned long long hint = kDirectTiles ? Volatile(&q.control->lone_hint) : 0ull;
   const unsigned long long tail = LoadAcquireSys(&q.control->submit_tail);
   if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
   const unsigned long long head = Volatile(&q.state->submit_head);
+  *direct = false;
   if (head >= tail) return kNone;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
   atomicAdd(&q.state->in_flight, 1u);
   atomicMax(&q.state->last_admit_ns, GlobalTimerNs());
+  // A hint read before the tail may be older than it: it counts only where
+  // it names this very submission (written for it before its tail).
+  if (kDirectTiles && LoneHintNames(hint, head + 1)) {
+    const unsigned int tiles = LoneHintTiles(hint);
+    DirectBoard board;
+    board.sequence = head + 1;
+    const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
+    board.helpers = helpers < 4095u ? helpers : 4095u;  // the board's field
+    board.slot_words = LoneHintWords(hint);
+    // Release: the host's slot, acquired with the tail, before the board.
+    StoreReleaseGpu(&q.state->direct_board, EncodeDirectBoard(board));
+    *direct = true;
+  }
   return head;
 }
 
