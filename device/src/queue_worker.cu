@@ -448,8 +448,9 @@ __device__ unsigned long long TakeHelperTicket(const Queue& q, unsigned long lon
   for (unsigned int i = 0; i < kHelpBoardWords; ++i) words[i] = Volatile(&q.state->help_board[i]);
   *direct = 0;
   if (kDirectTiles) {
-    // Acquire: the host's slot writes the claiming poller acquired (queue_direct.cuh).
-    const unsigned long long board = LoadAcquireGpu(&q.state->direct_board);
+    // Not an acquire: what a helper reads of the submission is published by
+    // the claim word's opening, which it acquires (RunDirect).
+    const unsigned long long board = Volatile(&q.state->direct_board);
     if (DirectHelpWanted(board, direct_seen)) {
       *direct = board;
       return kNone;

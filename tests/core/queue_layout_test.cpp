@@ -38,6 +38,15 @@ TEST(QueueLayoutTest, OneTaskAndFortyNineTensorsFitTheSlot) {
   EXPECT_GT(SubmissionPayloadWords(1, 50, 1), kInlinePayloadWords);
 }
 
+// A poller reads stop, keep_warm and lone_hint with one 16-byte load
+// (TryClaimSubmission).
+TEST(QueueLayoutTest, StopKeepWarmAndLoneHintAreOneSixteenByteWord) {
+  EXPECT_EQ(offsetof(QueueControl, stop) % 16, 0u);
+  EXPECT_EQ(offsetof(QueueControl, keep_warm), offsetof(QueueControl, stop) + 4);
+  EXPECT_EQ(offsetof(QueueControl, lone_hint), offsetof(QueueControl, stop) + 8);
+  EXPECT_EQ(sizeof(QueueControl), 128u);
+}
+
 // The host's lone_hint and the pollers' direct board (docs/runtime.md,
 // "Direct tiles") carry what their readers need in one 8-byte word each.
 TEST(QueueLayoutTest, LoneHintNamesOnlyItsSequenceAndKeepsTilesAndWords) {

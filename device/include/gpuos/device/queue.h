@@ -122,17 +122,19 @@ constexpr unsigned int kGateRetryTask = 0xfffffffeu;
 struct alignas(64) QueueControl {
   // Host -> device.
   unsigned long long submit_tail;  // submissions published; written last (release)
-  unsigned int stop;               // 1: every block exits as soon as it is idle
+  unsigned long long reserved0;
+  // stop, keep_warm and lone_hint share one 16-byte word, which a poller
+  // reads with one load in flight with the tail (TryClaimSubmission).
+  unsigned int stop;  // 1: every block exits as soon as it is idle
   // Bumped by Runtime::KeepWarm: a poller that sees it change counts it as
-  // activity, so the grid does not park for idle_park after it. Next to
-  // `stop`, so that one 8-byte read fetches both.
+  // activity, so the grid does not park for idle_park after it.
   unsigned int keep_warm;
   // The newest submission when it is a lone tiled task travelling inline
-  // (EncodeLoneHint; written before submit_tail): pollers read it in flight
-  // with the tail and, when it names the submission they claim, tell idle
-  // blocks to run its tiles directly (QueueDeviceState::direct_board).
+  // (EncodeLoneHint; written before submit_tail): when it names the
+  // submission a poller claims, the poller tells idle blocks to run its
+  // tiles directly (QueueDeviceState::direct_board).
   unsigned long long lone_hint;
-  unsigned long long reserved1[5];
+  unsigned long long reserved1[4];
   // Device -> host.
   unsigned long long parked_generation;  // generation of the last grid that parked
   unsigned long long completed_tasks;    // tiles finished, mirrored at completions and parks

@@ -32,10 +32,7 @@ __device__ __forceinline__ unsigned long long LoadAcquireSys(const unsigned long
   return v;
 }
 
-// Release / acquire at GPU scope (the direct board, queue_direct.cuh).
-__device__ __forceinline__ void StoreReleaseGpu(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
+// Acquire at GPU scope (a helper's look at a claim word, queue_direct.cuh).
 __device__ __forceinline__ unsigned long long LoadAcquireGpu(const unsigned long long* p) {
   unsigned long long v;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -45,10 +42,13 @@ __device__ __forceinline__ unsigned long long LoadAcquireGpu(const unsigned long
 // Lone tiled tasks' tiles run directly (queue_direct.cuh, docs/runtime.md,
 // "Direct tiles"); GPUOS_JIT_DEFINES=GPUOS_DIRECT_TILES=0: through the
 // admission and the help board, as before (an A/B switch).
+// GPUOS_DIRECT_TILES=2 (a diagnostic): the pollers read the hint but never
+// announce, as with 0 otherwise.
 #ifndef GPUOS_DIRECT_TILES
 #define GPUOS_DIRECT_TILES 1
 #endif
-constexpr bool kDirectTiles = GPUOS_DIRECT_TILES != 0;
+constexpr bool kDirectTiles = GPUOS_DIRECT_TILES == 1;
+constexpr bool kReadLoneHint = GPUOS_DIRECT_TILES != 0;
 
 template <typename T>
 __device__ __forceinline__ T Volatile(const T* p) {
@@ -209,9 +209,16 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
 __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                                                                  unsigned long long* host_flags,
                                                                  bool* direct) {
-  // Issued before the acquiring load, so that all are in flight together.
-  *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
-  const unsigned long long hint = kDirectTiles ? Volatile(&q.control->lone_hint) : 0ull;
+  // Issued before the acquiring load, so that both are in flight together:
+  // the flags and the hint in one 16-byte load (one PCIe read; a third load
+  // for the hint made the pick-up about 0.7-1 us slower, GPUOS_DIRECT_TILES=2
+  // in bench/results/experiments/direct_tiles_session24.txt).
+  unsigned long long hint;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+               : "=l"(*host_flags), "=l"(hint)
+               : "l"(&q.control->stop)
+               : "memory");
+  if (!kReadLoneHint) hint = 0;
   const unsigned long long tail = LoadAcquireSys(&q.control->submit_tail);
   if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
   const unsigned long long head = Volatile(&q.state->submit_head);
@@ -229,8 +236,7 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
     const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
     board.helpers = helpers < 4095u ? helpers : 4095u;  // the board's field
     board.slot_words = LoneHintWords(hint);
-    // Release: the host's slot, acquired with the tail, before the board.
-    StoreReleaseGpu(&q.state->direct_board, EncodeDirectBoard(board));
+    StoreVolatile(&q.state->direct_board, EncodeDirectBoard(board));
     *direct = true;
   }
   return head;
