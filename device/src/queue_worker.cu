@@ -962,7 +962,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           // A submission waiting for another stream: admit it if its gate opened.
           bool first_claimed = false;
           SlotWords words;
-          ReadSlot(q, DecodeReady(entry).slot, gpuos::device::kSubmissionSlotWords, words);
+          ReadSlot(q, DecodeReady(entry).slot, words);
           entry = Admit(q, DecodeReady(entry).slot, words, &first_claimed);
           if (entry == kNone) continue;
           Invalidate(cache);  // Admit copied descriptors the window may hold stale
@@ -983,8 +983,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
       SlotWords words;
-      ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity),
-               gpuos::device::kSubmissionSlotWords, words);
+      ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
       // A lone tiled task the pollers announced runs directly where it can
       // (RunDirect: its gate open, ...); otherwise, and for any other
       // graph, the admission.

@@ -200,15 +200,15 @@ TEST_F(RuntimeGpuTest, ReclaimedTilesStayInTheirSubmission) {
   RunRoundsOfTiledAdds(*runtime, 65536, 8, 400, 8);
 }
 
-// Submissions of a single tiled task count its tiles in `remaining` one by
-// one (queue.h, SubmissionCountsTiles), with no per-task tile counter: with
-// two blocks each runs tile after tile and counts them in one flush; with
-// every block, helpers join through the help board. A miscounted submission
-// either never finishes (Wait times out: a `remaining` one short did, in a
-// mutation recorded in bench/results/experiments/gpu_checks_session20.txt)
-// or finishes before its last tile, letting the next round's in-place add of
-// the same elements overlap it (short sums). One graph at a time: the help
-// board never fills here, so helpers that go through the ready ring are not
+// Submissions of a single tiled task run as direct tiles (queue_direct.cuh:
+// tiles claimed from the slot's claim word, counted in DirectSlot::done);
+// built with GPUOS_DIRECT_TILES=0 they count in `remaining` one by one
+// (queue.h, SubmissionCountsTiles) and helpers join through the help board.
+// With two blocks each runs tile after tile; with every block, helpers join. A miscounted
+// submission either never finishes (Wait times out: a `remaining` one short did, in a mutation
+// recorded in bench/results/experiments/gpu_checks_session20.txt) or finishes before its last tile,
+// letting the next round's in-place add of the same elements overlap it (short sums). One graph at
+// a time: the help board never fills here, so helpers that go through the ready ring are not
 // covered for a lone task.
 TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
   RuntimeConfig two_blocks;

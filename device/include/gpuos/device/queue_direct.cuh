@@ -62,17 +62,13 @@ struct SlotWords {
   int4 w[kSlotWordsPerThread];
 };
 
-// All threads: words [0, count) of ring slot `slot` and its last word (the
-// gate's), all loads in flight together (one PCIe round trip); the others
-// are zero.
-__device__ __forceinline__ void ReadSlot(const Queue& q, unsigned int slot, unsigned int count,
-                                         SlotWords& words) {
+// All threads: ring slot `slot`'s words, all loads in flight together (one
+// PCIe round trip).
+__device__ __forceinline__ void ReadSlot(const Queue& q, unsigned int slot, SlotWords& words) {
   const int4* slot_words = reinterpret_cast<const int4*>(q.submissions + slot);
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int w = threadIdx.x + j * blockDim.x;
-    words.w[j] =
-        w < count || w == kSubmissionSlotWords - 1 ? __ldcv(slot_words + w) : make_int4(0, 0, 0, 0);
+    words.w[j] = __ldcv(slot_words + threadIdx.x + j * blockDim.x);
   }
 }
 
