@@ -21,7 +21,10 @@
 // blocks join, and the block finishing the last tile completes the task
 // (docs/runtime.md, "Tiles").
 // Completions are counted per block and subtracted from the submission's
-// `remaining` once per batch (queue_sync.cuh, Completions).
+// `remaining` once per batch (queue_sync.cuh, Completions). A submission
+// whose only task is tiled and travels inline runs as direct tiles instead
+// (queue_direct.cuh: the poller that claims it names its helpers at once,
+// and tiles are claimed and counted in the slot's DirectSlot).
 //
 // Launch: grid = one block per SM by default (all resident), block =
 // kWorkerThreads, no dynamic shared memory, one parameter (QueueParams). At
@@ -569,14 +572,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
               if (helpers != 0) helper_base = atomicAdd(&q.state->ready_tail, helpers);
             }
           }
-          const long long items = desc.end - desc.begin;
-          long long chunk = (items + tiles - 1) / tiles;
-          // Large tiles start on 64-element boundaries, so every tile keeps
-          // the operators' 16-byte vector path (an odd chunk loses it).
-          if (chunk >= 1024) chunk = (chunk + 63) & ~63ll;
-          const long long begin = desc.begin + chunk * t;
-          tile.begin = begin < desc.end ? begin : desc.end;
-          tile.end = begin + chunk < desc.end ? begin + chunk : desc.end;
+          TileItems(desc, tiles, t, &tile.begin, &tile.end);
         }
       }
       // The helper references, written by the warp's lanes at once: each
@@ -872,7 +868,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ int action;
   __shared__ unsigned long long argument;
   __shared__ unsigned int batch_count;
-  __shared__ unsigned int direct_words;  // kDirect's: the slot words to read
+  __shared__ unsigned int direct_words;  // kDirect's: the board's slot words
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);

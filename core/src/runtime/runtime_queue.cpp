@@ -304,8 +304,9 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.first_root = root_count == 0 ? 0 : static_cast<std::uint32_t>(task_begin) + roots_[0];
   record.first_root_tiles = first_root_tiles;
   diagnostics_.history.Add({sequence, first_id, task_count});
-  // A lone tiled task that travels inline: the pollers may let idle blocks
-  // read its slot and run its tiles directly (queue.h, lone_hint). Written
+  // A lone tiled task that travels inline: the poller that claims it names
+  // it to idle blocks, which run its tiles directly (queue.h, lone_hint;
+  // queue_direct.cuh). Written
   // before the tail; a poller that reads an older hint with the new tail
   // finds it names another sequence and admits the graph as any other.
   if (inline_graph && device::SubmissionCountsTiles(task_count, first_root_tiles)) {
@@ -502,6 +503,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   stats.retired_images = retired_modules_.size();
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
+    stats.direct_submissions = LoadAcquire(&control_->direct_submissions);
     stats.worker_sm_clock_mhz = static_cast<double>(LoadAcquire(&control_->sm_clock_khz)) / 1000;
     const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
     stats.parks = generation_ == 0 ? 0 : (generation_ - 1) + (parked >= generation_ ? 1 : 0);

@@ -131,6 +131,9 @@ struct RuntimeStats {
   std::uint64_t backpressure_waits = 0;  // Submits that had to wait for room
   std::uint64_t max_queue_depth = 0;     // most submissions in flight at once
   std::uint64_t max_tasks_in_flight = 0;
+  // Lone tiled tasks that ran as direct tiles (docs/runtime.md, "Direct
+  // tiles"), as the device last mirrored the count: a lower bound.
+  std::uint64_t direct_submissions = 0;
   unsigned int worker_blocks = 0;
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
   // most device::kWorkerMaxRegisters, which leaves room for other kernels).

@@ -140,7 +140,11 @@ struct alignas(64) QueueControl {
   unsigned long long completed_tasks;    // tiles finished, mirrored at completions and parks
   WorkerStatus status;                   // unused since ABI 4: errors are per submission
   unsigned long long sm_clock_khz;       // SM clock of the last block to park (diagnostics)
-  unsigned long long reserved2[2];
+  // Submissions that ran as direct tiles (queue_direct.cuh), as the block
+  // completing the latest one mirrored QueueDeviceState's count (mirrors may
+  // land out of order: a lower bound at any moment; diagnostics and tests).
+  unsigned long long direct_submissions;
+  unsigned long long reserved2;
 };
 
 // Per task-arena entry, device memory; initialized when the task is admitted.
@@ -191,7 +195,8 @@ struct alignas(128) QueueDeviceState {
   unsigned int pollers_alive;
   unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
   unsigned int pad4;
-  unsigned long long pad3[11];
+  unsigned long long direct_submissions;  // completed as direct tiles (QueueControl mirrors it)
+  unsigned long long pad3[10];
   // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.
   // Idle blocks read the words and take a helper ticket from the task's
   // NodeState::helper_tickets with one atomicSub each, instead of popping
@@ -213,10 +218,11 @@ struct alignas(128) QueueDeviceState {
 // before the first launch: the tiles of a lone tiled task run directly
 // (docs/runtime.md, "Direct tiles").
 struct alignas(16) DirectSlot {
-  // The claimed submission's sequence (low 32 bits) in the high half, the
-  // next tile to claim in the low half. The admitting block opens it
-  // (exchange: its sequence, tile 0 taken); the others claim with a 64-bit
-  // add, and a returned sequence says whose tile they got.
+  // The submission's sequence (low 32 bits), its tiles (16 bits; 0: closed)
+  // and the next tile (16 bits): queue_direct.cuh, DirectClaim. The
+  // admitting block opens it (exchange: tile 0 taken); the others claim
+  // with a 64-bit add, and the returned word says whose tile they got and
+  // whether it is one.
   unsigned long long claim;
   unsigned int done;  // tiles finished; back to 0 before the completion
   unsigned int reserved;
@@ -252,7 +258,8 @@ GPUOS_HOST_DEVICE inline unsigned int LoneHintWords(unsigned long long hint) {
 // QueueDeviceState::direct_board: the sequence (low 42 bits; a reader
 // widens it against one it knows, DirectBoardSequence), how many blocks
 // should help (12 bits: blocks [0, helpers], less the one that claimed it)
-// and the slot words to read (10 bits).
+// and the ring slot's words of record and graph (10 bits; helpers read the
+// graph's from the slot's area).
 struct DirectBoard {
   unsigned long long sequence;  // low 42 bits
   unsigned int helpers;

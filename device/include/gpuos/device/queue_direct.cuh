@@ -12,15 +12,18 @@
 //   If S is a lone tiled task whose gate is open, it copies the graph's
 //   payload into the slot's area of device memory (DirectArea), fences and
 //   opens DirectSlot::claim with an exchange (S's sequence, tile 0 taken);
-//   otherwise it closes the word (S's sequence, kDirectClosed) and admits S
+//   otherwise it closes the word (S's sequence, no tiles) and admits S
 //   as any other graph.
 // - A helper (an idle block the board names) waits for the word with
 //   acquire loads (kDirectOpenWaitNs at most), reads the task and its
 //   tensors from the area (L2) and claims tiles with 64-bit adds. The word
-//   it finds says whose tiles it gets: S's; a later submission's of the
-//   slot (S completed and the slot was reused while this block was late:
-//   that one's area is read and its tile run; it cannot complete before
-//   the tile counts); closed (leave).
+//   an add returns carries its holder's tiles, so a claim is judged by the
+//   word alone (DirectClaim), never by an area a later submission may be
+//   rewriting: no tile (leave; what was read is not used); one of S's (the
+//   area read is S's: S cannot have completed); one of a later submission
+//   of the slot (S completed and the slot was reused while this block was
+//   late: that one cannot complete before the tile counts, so its area is
+//   read again after a fence and the tile run).
 // - Every block claims its next tile before it counts the last one (so S
 //   cannot complete, nor its slot and area be reused, while it holds a
 //   claim), fences its results and adds 1 to DirectSlot::done; the block
@@ -100,8 +103,9 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
   return blockIdx.x <= board.helpers;
 }
 
-// Tile `t` of `tiles` of a task's items [begin, end): as RunChain splits
-// them (large tiles start on 64-item boundaries).
+// Tile `t` of `tiles` of a task's items [begin, end), for RunChain and
+// RunDirectTiles. Large tiles start on 64-element boundaries, so every tile
+// keeps the operators' 16-byte vector path (an odd chunk loses it).
 __device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int tiles, unsigned int t,
                                           long long* begin, long long* end) {
   const long long items = task.end - task.begin;
@@ -129,224 +133,293 @@ __device__ __forceinline__ int4* DirectArea(const Queue& q, unsigned int slot) {
                                  static_cast<unsigned long long>(slot) * kDirectAreaBytes);
 }
 
-// The low half of a claim word closed by an admitting block that admits its
-// submission otherwise: no tile to claim, for any number of adds.
-constexpr unsigned int kDirectClosed = 0x80000000u;
+// DirectSlot::claim: the submission's sequence (low 32 bits), its tiles (16
+// bits; 0: closed, nothing to claim) and the next tile (16 bits). A claim is
+// valid exactly when its `next` is below the word's own `tiles`, so a block
+// never judges a claim by an area that a later submission may be
+// rewriting. Every add past the last tile is a block's single failed claim
+// (or a late helper's), so `next` stays below 2^16 when tiles leave that
+// much room (kDirectMaxTiles).
+struct DirectClaim {
+  unsigned int holder;  // sequence, low 32 bits
+  unsigned int tiles;
+  unsigned int next;
+  __device__ bool valid() const { return next < tiles; }
+};
+constexpr unsigned int kDirectMaxTiles = 1u << 15;
+__device__ __forceinline__ unsigned long long EncodeDirectClaim(unsigned long long sequence,
+                                                                unsigned int tiles,
+                                                                unsigned int next) {
+  return (sequence & 0xffffffffull) << 32 | static_cast<unsigned long long>(tiles & 0xffffu) << 16 |
+         (next & 0xffffu);
+}
+__device__ __forceinline__ DirectClaim DecodeDirectClaim(unsigned long long word) {
+  DirectClaim c;
+  c.holder = static_cast<unsigned int>(word >> 32);
+  c.tiles = static_cast<unsigned int>((word >> 16) & 0xffffu);
+  c.next = static_cast<unsigned int>(word & 0xffffu);
+  return c;
+}
+// Whether the word's holder is `sequence` or a later submission of its slot.
+__device__ __forceinline__ bool HoldsOrFollows(const DirectClaim& c, unsigned long long sequence) {
+  return static_cast<int>(c.holder - static_cast<unsigned int>(sequence)) >= 0;
+}
+// The full sequence of holder `c`, not before `sequence`.
+__device__ __forceinline__ unsigned long long HolderSequence(const DirectClaim& c,
+                                                             unsigned long long sequence) {
+  return sequence + (c.holder - static_cast<unsigned int>(sequence));
+}
 
-__device__ __forceinline__ unsigned long long DirectClaimWord(unsigned long long sequence,
-                                                              unsigned int low) {
-  return sequence << 32 | low;
+// All threads of the admitting block, with the whole slot in `words`:
+// whether the submission runs as direct tiles (see the file comment); if
+// so, its area is written and the word opened with tile 0 taken by this
+// block, else the word is closed. Thread 0 leaves the task's words in
+// `task`, its tiles and the area's words in *tiles and *area_words (shared).
+__device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const SlotWords& words,
+                           TaskDesc* task, unsigned int* tiles, unsigned int* area_words,
+                           const DirectContext& ctx) {
+  __shared__ Submission sub;
+  __shared__ unsigned long long gate_word;
+  __shared__ int go;
+  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  DirectSlot* const direct = q.direct + slot;
+  int4* const area = DirectArea(q, slot);
+  ParseSlot(words, &sub, &gate_word);
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int p = threadIdx.x + j * blockDim.x - kSubmissionRecordWords;
+    if (threadIdx.x + j * blockDim.x >= kSubmissionRecordWords && p < kTaskWords) {
+      reinterpret_cast<int4*>(task)[p] = words.w[j];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool dropped = sub.gate == kSlotGate && (gate_word & kGateDropped) != 0;
+    const unsigned int num = task->num_tensors;
+    bool ok = sub.sequence == sequence &&
+              SubmissionCountsTiles(sub.task_count, sub.first_root_tiles) &&
+              sub.first_root_tiles <= kDirectMaxTiles && !dropped && GateOpen(sub, gate_word) &&
+              sub.inline_words >= kTaskWords + sub.tensor_count * kTensorWords &&
+              task->num_tiles == sub.first_root_tiles && num != 0 && num <= kMaxTaskTensors;
+    for (unsigned int k = 0; ok && k < num; ++k) {
+      const unsigned int j = static_cast<unsigned int>(task->tensors[k]) - sub.tensor_begin;
+      ok = j < sub.tensor_count;
+      task->tensors[k] = static_cast<int>(j);  // relative, as the area holds them
+    }
+    go = ok ? 1 : 0;
+    *tiles = sub.first_root_tiles;
+    *area_words = sub.inline_words;
+  }
+  __syncthreads();
+  if (!go) {
+    // Helpers waiting for the opening leave at once; the board path runs it.
+    if (threadIdx.x == 0) atomicExch(&direct->claim, EncodeDirectClaim(sequence, 0, 0));
+    return false;
+  }
+  // The payload into the area (the task from `task`: its indices relative).
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int w = threadIdx.x + j * blockDim.x;
+    if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
+    const unsigned int p = w - kSubmissionRecordWords;
+    __stcg(area + p, p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j]);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    StoreVolatile(&direct->done, 0u);  // 0 already, unless a count ever went astray
+    StoreVolatile(q.sequences + slot, sequence);
+    __threadfence();  // the area and the count before the opening (release)
+    atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));  // tile 0 is ours
+    ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
+  }
+  return true;
+}
+
+// Thread 0 of a helper: waits (kDirectOpenWaitNs at most) until the claim
+// word holds `sequence` or a later submission of the slot, with acquire
+// loads (the area was written before the opening). Returns the word, or 0
+// when it never came.
+__device__ unsigned long long AwaitDirectOpening(DirectSlot* direct, unsigned long long sequence) {
+  const unsigned long long deadline = GlobalTimerNs() + kDirectOpenWaitNs;
+  for (;;) {
+    const unsigned long long word = LoadAcquireGpu(&direct->claim);
+    if (HoldsOrFollows(DecodeDirectClaim(word), sequence)) return word;
+    if (GlobalTimerNs() > deadline) return 0;
+    // Not faster: a hundred helpers polling the word's line every few
+    // hundred ns delayed the opening exchange until most had given up
+    // (attention seq 128, 104 tiles: 16 blocks came).
+    __nanosleep(kDirectPollNs);
+  }
+}
+
+// All threads: the task (into `task`) and its tensors' descriptors (into
+// ctx.descs) from the area's first `area_words` words (L2). Thread 0 claims
+// a tile with the loads in flight when `claim` is set, and returns the word.
+__device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* area,
+                                             unsigned int area_words, bool claim, TaskDesc* task,
+                                             const DirectContext& ctx) {
+  SlotWords payload;
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int p = threadIdx.x + j * blockDim.x;
+    payload.w[j] = p < area_words ? __ldcg(area + p) : make_int4(0, 0, 0, 0);
+  }
+  const unsigned long long word = threadIdx.x == 0 && claim ? atomicAdd(&direct->claim, 1ull) : 0;
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int p = threadIdx.x + j * blockDim.x;
+    if (p < kTaskWords) reinterpret_cast<int4*>(task)[p] = payload.w[j];
+  }
+  __syncthreads();
+  const unsigned int num = task->num_tensors <= kMaxTaskTensors ? task->num_tensors : 0u;
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int p = threadIdx.x + j * blockDim.x;
+    if (p < kTaskWords || p >= area_words) continue;
+    const unsigned int tensor = (p - kTaskWords) / kTensorWords;
+    for (unsigned int k = 0; k < num; ++k) {
+      if (static_cast<unsigned int>(task->tensors[k]) == tensor) {
+        reinterpret_cast<int4*>(ctx.descs + k)[(p - kTaskWords) % kTensorWords] = payload.w[j];
+      }
+    }
+  }
+  return word;
+}
+
+// All threads: runs tile `first` (valid: this block holds it) of submission
+// `sequence`'s task (`task`, `tiles`; its descriptors in ctx.descs, its
+// table in the area) and the tiles it claims after it; the block whose count
+// is the last completes the submission.
+__device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, const TaskDesc& task,
+                               unsigned int tiles, unsigned int first, const DirectContext& ctx) {
+  __shared__ __align__(16) TaskDesc tile;
+  __shared__ unsigned int claimed;  // the tile to run next, kNoTask: none
+  __shared__ OpFunction op_function;
+  __shared__ unsigned int op_slot;
+  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  DirectSlot* const direct = q.direct + slot;
+  const unsigned int num_tensors = task.num_tensors <= kMaxTaskTensors ? task.num_tensors : 0u;
+  if (threadIdx.x == 0) {
+    claimed = first;
+    ctx.recorder->sequence = static_cast<unsigned int>(sequence);
+  }
+  if (threadIdx.x == 32) {
+    unsigned int found = 0;
+    op_function = gpuos_resolve_operator(task, &found);
+    op_slot = found;
+  }
+  OpCall call;
+  call.task = &tile;
+  call.tensors = ctx.descs;
+  call.scratch = ctx.scratch;
+  call.scratch_bytes = kWorkerScratchBytes;
+  call.num_tensors = num_tensors;
+  call.status = q.slot_status + slot;
+  call.table = reinterpret_cast<const TensorDesc*>(DirectArea(q, slot) + kTaskWords) +
+               (num_tensors != 0 ? task.tensors[0] : 0);
+  __syncthreads();
+  while (claimed != kNoTask) {
+    if (threadIdx.x == 0) {
+      tile = task;
+      for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
+      TileItems(task, tiles, claimed, &tile.begin, &tile.end);
+      ctx.recorder->Start(q, task, claimed);
+    }
+    __syncthreads();
+    const OpFunction op = op_function;
+    if (op != nullptr) {
+      GPUOS_OPERATOR_ABI
+      op(call);
+    } else if (op_slot != 0 && threadIdx.x == 0) {
+      ReportError(call, kWorkerBadOpcode, op_slot);
+    }
+    __syncthreads();  // the results, and the scratch free for the next tile
+    if (threadIdx.x == 0) {
+      ctx.recorder->Finish(q, tile);
+      ++*ctx.completed;
+      // The next claim first: the submission cannot complete (nor its slot
+      // and area be reused) while this tile is not counted, so the word is
+      // still this submission's.
+      const DirectClaim next = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
+      __threadfence();  // this tile's results before its count
+      if (atomicAdd(&direct->done, 1u) + 1u == tiles) {
+        StoreVolatile(&direct->done, 0u);  // fenced by the completion's system fence
+        const unsigned long long counted_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
+        CompleteSubmission(q, slot, sequence);
+        ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
+        StoreVolatile(&q.control->direct_submissions,
+                      atomicAdd(&q.state->direct_submissions, 1ull) + 1ull);
+      }
+      claimed = next.valid() ? next.next : kNoTask;
+    }
+    __syncthreads();
+  }
 }
 
 // All threads. Runs tiles of submission `sequence`'s lone tiled task until
 // none is left for this block, as its admitting block (`words`: the whole
 // ring slot, ReadSlot) or as a helper (`words` null; `area_words`: the
-// payload words to read from the slot's area). Returns
-// false, having run nothing, when the opener finds the submission is not
-// one for direct tiles (not a lone tiled inline task, a closed or dropped
-// gate, another sequence in the slot, a tensor index outside the graph):
-// it closes the claim word and admits the submission as any other.
+// payload words to read from the slot's area). Returns false, having run
+// nothing, when the admitting block finds the submission is not one for
+// direct tiles (not a lone tiled inline task, a closed or dropped gate, more
+// than kDirectMaxTiles tiles, a tensor index outside the graph): it closes
+// the claim word and admits the submission as any other.
 __device__ bool RunDirect(const Queue& q, unsigned long long sequence, const SlotWords* words,
                           unsigned int area_words, const DirectContext& ctx) {
-  bool opener = words != nullptr;
-  __shared__ Submission sub;
-  __shared__ unsigned long long gate_word;
   __shared__ __align__(16) TaskDesc task;
-  __shared__ __align__(16) TaskDesc tile;
-  __shared__ int go;                  // opener: eligible; helper: the word is open for it
-  __shared__ unsigned int claimed;    // the tile to run next, kNoTask: none
-  __shared__ unsigned long long run;  // the submission whose tiles the block runs
-  __shared__ OpFunction op_function;
-  __shared__ unsigned int op_slot;
+  __shared__ unsigned int tiles;
+  __shared__ unsigned int claimed;    // helpers: the tile held, kNoTask: none
+  __shared__ unsigned long long run;  // helpers: whose tile it is
+  __shared__ int reload;              // helpers: the tile is a later submission's
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
-  int4* const area = DirectArea(q, slot);
-  if (opener) {
-    ParseSlot(*words, &sub, &gate_word);
-    if (threadIdx.x == 0) {
-      const bool dropped = sub.gate == kSlotGate && (gate_word & kGateDropped) != 0;
-      go = sub.sequence == sequence &&
-           SubmissionCountsTiles(sub.task_count, sub.first_root_tiles) && !dropped &&
-           GateOpen(sub, gate_word) && sub.inline_words * 16 <= kDirectAreaBytes &&
-           sub.inline_words >= kTaskWords + sub.tensor_count * kTensorWords;
-    }
-    // The task's words (tensor indices made relative) and the graph's
-    // tensors into the slot's area, from the words read.
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int w = threadIdx.x + j * blockDim.x;
-      if (w >= kSubmissionRecordWords && w - kSubmissionRecordWords < sub.inline_words) {
-        __stcg(area + (w - kSubmissionRecordWords), words->w[j]);
-      }
-      if (w >= kSubmissionRecordWords && w - kSubmissionRecordWords < kTaskWords) {
-        reinterpret_cast<int4*>(&task)[w - kSubmissionRecordWords] = words->w[j];
-      }
-    }
+  const int4* const area = DirectArea(q, slot);
+  if (words != nullptr) {
+    __shared__ unsigned int opened_words;
+    if (!OpenDirect(q, sequence, *words, &task, &tiles, &opened_words, ctx)) return false;
+    __syncthreads();  // what thread 0 left
+    // The descriptors as the helpers get them (the area was written and
+    // fenced by this block).
+    LoadDirectTask(direct, area, opened_words, false, &task, ctx);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      const unsigned int num = task.num_tensors;
-      bool ok = go && num != 0 && num <= kMaxTaskTensors && task.num_tiles == sub.first_root_tiles;
-      for (unsigned int k = 0; ok && k < num; ++k) {
-        const unsigned int j = static_cast<unsigned int>(task.tensors[k]) - sub.tensor_begin;
-        ok = j < sub.tensor_count;
-        task.tensors[k] = static_cast<int>(j);
-      }
-      go = ok ? 1 : 0;
-      if (ok) {
-        // The relative indices, then the area before the opening (release).
-        for (unsigned int k = 0; k < num; ++k) {
-          reinterpret_cast<volatile int*>(reinterpret_cast<TaskDesc*>(area)->tensors)[k] =
-              task.tensors[k];
-        }
-        StoreVolatile(q.sequences + slot, sequence);
-        __threadfence();
-        atomicExch(&direct->claim, DirectClaimWord(sequence, 1));  // tile 0 is this block's
-        ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
-      } else {
-        // Helpers that wait for the opening leave at once.
-        atomicExch(&direct->claim, DirectClaimWord(sequence, kDirectClosed));
-      }
-      run = sequence;
-      claimed = 0;
-    }
-    __syncthreads();
-    if (!go) return false;
-    area_words = sub.inline_words;
-  } else if (threadIdx.x == 0) {
-    // Wait for the opening: until the word holds this submission (or a
-    // later one of the slot: this one is done), kDirectOpenWaitNs at most.
-    const unsigned long long deadline = GlobalTimerNs() + kDirectOpenWaitNs;
-    unsigned long long word;
-    go = 0;
-    for (;;) {
-      word = LoadAcquireGpu(&direct->claim);  // the area, written before the opening
-      const int ahead = static_cast<int>(static_cast<unsigned int>(word >> 32) -
-                                         static_cast<unsigned int>(sequence));
-      if (ahead >= 0) break;
-      if (GlobalTimerNs() > deadline) break;
-      // Not faster: a hundred helpers polling the word's line every few
-      // hundred ns delayed the opening exchange until most had given up
-      // (attention seq 128, 104 tiles: 16 blocks came).
-      __nanosleep(kDirectPollNs);
-    }
-    const unsigned int holder = static_cast<unsigned int>(word >> 32);
-    const bool closed = static_cast<unsigned int>(word) >= kDirectClosed;
-    if (static_cast<int>(holder - static_cast<unsigned int>(sequence)) >= 0 && !closed) {
-      go = 1;
-      run = sequence + (holder - static_cast<unsigned int>(sequence));
-    }
-  }
-  if (!opener) {
-    __syncthreads();
-    if (!go) return true;
-    if (run != sequence) area_words = kInlinePayloadWords;  // a later graph's size is not known
-  }
-  // Helpers (again after claiming a later submission's tile): the task and
-  // its descriptors from the area, the claim in flight with the loads.
-  for (;;) {
-    const unsigned long long current = run;
-    SlotWords payload;
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int p = threadIdx.x + j * blockDim.x;
-      payload.w[j] = p < area_words ? __ldcg(area + p) : make_int4(0, 0, 0, 0);
-    }
-    unsigned long long word = 0;
-    if (threadIdx.x == 0 && !opener) word = atomicAdd(&direct->claim, 1ull);
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int p = threadIdx.x + j * blockDim.x;
-      if (p < kTaskWords) reinterpret_cast<int4*>(&task)[p] = payload.w[j];
-    }
-    __syncthreads();
-    const unsigned int num_tensors = task.num_tensors <= kMaxTaskTensors ? task.num_tensors : 0u;
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int p = threadIdx.x + j * blockDim.x;
-      if (p < kTaskWords || p >= area_words) continue;
-      const unsigned int tensor = (p - kTaskWords) / kTensorWords;
-      for (unsigned int k = 0; k < num_tensors; ++k) {
-        if (static_cast<unsigned int>(task.tensors[k]) == tensor) {
-          reinterpret_cast<int4*>(ctx.descs + k)[(p - kTaskWords) % kTensorWords] = payload.w[j];
-        }
-      }
-    }
-    const unsigned int tiles = task.num_tiles;
-    if (threadIdx.x == 0 && !opener) {
-      const unsigned int holder = static_cast<unsigned int>(word >> 32);
-      const unsigned int index = static_cast<unsigned int>(word);
-      if (holder == static_cast<unsigned int>(current)) {
-        claimed = index < tiles ? index : kNoTask;
-      } else {
-        // The submission read completed and a later one of the slot opened
-        // the word: the index is that one's, which cannot complete (nor its
-        // area change) before the tile counts. Its area is read again, after
-        // a fence (the add that saw the opening is relaxed).
-        __threadfence();
-        run = current + (holder - static_cast<unsigned int>(current));
-        claimed = index;
-      }
-    }
-    if (threadIdx.x == 32) {
-      unsigned int found = 0;
-      op_function = gpuos_resolve_operator(task, &found);
-      op_slot = found;
-    }
-    __syncthreads();
-    if (run != current) {
-      if (claimed >= kDirectClosed) return true;
-      // Loop with the tile held: the opener's claim path is skipped below.
-      area_words = kInlinePayloadWords;
-      opener = true;  // hold `claimed`: claim nothing while loading
-      __syncthreads();
-      continue;
-    }
-    if (threadIdx.x == 0) ctx.recorder->sequence = static_cast<unsigned int>(current);
-    OpCall call;
-    call.task = &tile;
-    call.tensors = ctx.descs;
-    call.scratch = ctx.scratch;
-    call.scratch_bytes = kWorkerScratchBytes;
-    call.num_tensors = num_tensors;
-    call.status = q.slot_status + slot;
-    call.table = reinterpret_cast<const TensorDesc*>(area + kTaskWords) + task.tensors[0];
-    if (threadIdx.x == 0 && claimed != kNoTask && claimed >= tiles) claimed = kNoTask;
-    __syncthreads();
-    while (claimed != kNoTask) {
-      if (threadIdx.x == 0) {
-        tile = task;
-        for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
-        TileItems(task, tiles, claimed, &tile.begin, &tile.end);
-        ctx.recorder->Start(q, task, claimed);
-      }
-      __syncthreads();
-      const OpFunction op = op_function;
-      if (op != nullptr) {
-        GPUOS_OPERATOR_ABI
-        op(call);
-      } else if (op_slot != 0 && threadIdx.x == 0) {
-        ReportError(call, kWorkerBadOpcode, op_slot);
-      }
-      __syncthreads();  // the results, and the scratch free for the next tile
-      if (threadIdx.x == 0) {
-        ctx.recorder->Finish(q, tile);
-        ++*ctx.completed;
-        // The next claim first: this submission cannot complete (nor its
-        // slot be reused) while this tile is not counted.
-        const unsigned int next = static_cast<unsigned int>(atomicAdd(&direct->claim, 1ull));
-        __threadfence();  // this tile's results before its count
-        if (atomicAdd(&direct->done, 1u) + 1u == tiles) {
-          StoreVolatile(&direct->done, 0u);  // fenced by the completion's system fence
-          const unsigned long long counted_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
-          CompleteSubmission(q, slot, current);
-          ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, current);
-        }
-        claimed = next < tiles ? next : kNoTask;  // this submission's: it had not completed
-      }
-      __syncthreads();
-    }
+    RunDirectTiles(q, sequence, task, tiles, 0, ctx);
     return true;
   }
+  if (threadIdx.x == 0) {
+    const unsigned long long word = AwaitDirectOpening(direct, sequence);
+    const DirectClaim seen = DecodeDirectClaim(word);
+    claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
+    run = HolderSequence(seen, sequence);
+  }
+  __syncthreads();
+  if (claimed == kNoTask) return true;
+  // The area of the submission the word showed (a later one's size is not
+  // known), the claim in flight with the loads.
+  if (run != sequence) area_words = kInlinePayloadWords;
+  const unsigned long long word = LoadDirectTask(direct, area, area_words, true, &task, ctx);
+  if (threadIdx.x == 0) {
+    const DirectClaim got = DecodeDirectClaim(word);
+    reload = 0;
+    claimed = got.valid() ? got.next : kNoTask;
+    tiles = got.tiles;
+    if (got.valid() && got.holder != static_cast<unsigned int>(run)) {
+      // The submission read completed and a later one of the slot opened the
+      // word: the tile is that one's, which cannot complete (nor its area
+      // change) before the tile counts. Its area is read again, after a fence
+      // (the add that saw the opening is relaxed).
+      __threadfence();
+      run = HolderSequence(got, run);
+      reload = 1;
+    }
+  }
+  __syncthreads();
+  if (claimed == kNoTask) return true;
+  if (reload) {
+    LoadDirectTask(direct, area, kInlinePayloadWords, false, &task, ctx);
+    __syncthreads();
+  }
+  RunDirectTiles(q, run, task, tiles, claimed, ctx);
+  return true;
 }
 
 }  // namespace queue

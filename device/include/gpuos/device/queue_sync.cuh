@@ -81,7 +81,7 @@ struct Queue {
   TraceRecord* trace;  // null: tracing off
   unsigned long long* trace_counts;
   DirectSlot* direct;           // per ring slot (queue.h)
-  unsigned char* direct_areas;  // kDirectAreaBytes per block
+  unsigned char* direct_areas;  // kDirectAreaBytes per ring slot
   unsigned long long idle_park_ns;
   unsigned long long generation;
   unsigned int task_capacity;
@@ -204,8 +204,8 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
 //
 // When the host's lone_hint names the claimed submission (a lone tiled task
 // travelling inline), *direct is set and the claim is announced on the
-// direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): the blocks after
-// this one read the slot themselves and run its tiles.
+// direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): blocks [0, helpers]
+// wait for its claim word to open and run its tiles from the slot's area.
 __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                                                                  unsigned long long* host_flags,
                                                                  bool* direct) {
