@@ -35,10 +35,15 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
     graph in), `to_first_tile` (claim until the first tile's start),
     `tiles` (first tile start until last tile end), `to_count` (last tile
     end until the last completion was counted), `complete` (counted until
-    the completion word was stored), `device` (claim until stored)."""
+    the completion word was stored), `device` (claim until stored), and
+    `claim_gap` (the previous submission's completion word until this one's
+    claim: the host's turnaround and the pick-up; over consecutive
+    sequences that both have records)."""
     tasks = newest_submissions(trace_path, count)
     queue = newest_submissions(trace_path, count, "queue")
     parts = defaultdict(list)
+    stored = {}  # sequence -> when its completion word was stored
+    claimed = {}  # sequence -> when it was claimed
     for sequence, records in queue.items():
         admit = [r for r in records if r["name"] == "admit"]
         complete = [r for r in records if r["name"] == "complete"]
@@ -46,6 +51,8 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
         if len(admit) != 1 or len(complete) != 1 or not tiles:
             continue
         a, c = admit[0], complete[0]
+        stored[sequence] = c["ts"] + c["dur"]
+        claimed[sequence] = a["ts"]
         first = min(t["ts"] for t in tiles)
         last = max(t["ts"] + t["dur"] for t in tiles)
         parts["admit"].append(a["dur"])
@@ -54,7 +61,8 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
         parts["to_count"].append(c["ts"] - last)
         parts["complete"].append(c["dur"])
         parts["device"].append(c["ts"] + c["dur"] - a["ts"])
-    result = {k: statistics.median(v) for k, v in parts.items()}
+    parts["claim_gap"] = [claimed[s] - stored[s - 1] for s in claimed if s - 1 in stored]
+    result = {k: statistics.median(v) for k, v in parts.items() if v}
     result["submissions"] = len(parts["device"])
     return result
 

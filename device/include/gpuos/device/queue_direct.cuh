@@ -227,8 +227,7 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
   __syncthreads();
   if (threadIdx.x == 0) {
     StoreVolatile(&direct->done, 0u);  // 0 already, unless a count ever went astray
-    StoreVolatile(q.sequences + slot, sequence);
-    __threadfence();  // the area and the count before the opening (release)
+    __threadfence();                   // the area and the count before the opening (release)
     atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));  // tile 0 is ours
     ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
   }

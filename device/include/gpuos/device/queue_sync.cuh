@@ -211,8 +211,8 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                                                                  bool* direct) {
   // Issued before the acquiring load, so that both are in flight together:
   // the flags and the hint in one 16-byte load (one PCIe read; a third load
-  // for the hint made the pick-up about 0.7-1 us slower, GPUOS_DIRECT_TILES=2
-  // in bench/results/experiments/direct_tiles_session24.txt).
+  // for the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
+  // bench/results/experiments/direct_tiles_session24.txt).
   unsigned long long hint;
   asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
                : "=l"(*host_flags), "=l"(hint)
