@@ -980,10 +980,14 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       bool first_claimed = false;
       SlotWords words;
       ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
-      // A lone tiled task the pollers announced runs directly where it can
-      // (RunDirect: its gate open, ...); otherwise, and for any other
-      // graph, the admission.
-      if (current == kAdmitDirect &&
+      // A lone tiled task runs directly where it can (RunDirect: its gate
+      // open, ...), announced at the claim (the host's hint) or, where the
+      // hint read was older than the tail, now (its record); otherwise, and
+      // for any other graph, the admission.
+      const bool direct =
+          current == kAdmitDirect ||
+          (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, words, &direct_seen));
+      if (direct &&
           RunDirect(q, value + 1, &words, 0,
                     DirectContext{cache.descs[0], scratch, &completed, &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten

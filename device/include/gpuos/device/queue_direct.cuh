@@ -7,7 +7,10 @@
 // - The poller that claims S finds the host's lone_hint naming it and
 //   announces S on QueueDeviceState::direct_board (one word on the help
 //   board's line, which idle blocks read every round), with how many blocks
-//   should help and how many payload words S has.
+//   should help and how many payload words S has. Where the hint it read
+//   was older than the tail (both are read in flight together), the
+//   admitting block announces S once it has read the slot's record
+//   (AnnounceDirectFromRecord).
 // - The admitting block (the poller) reads the slot as for any admission.
 //   If S is a lone tiled task whose gate is open, it copies the graph's
 //   payload into the slot's area of device memory (DirectArea), fences and
@@ -168,6 +171,41 @@ __device__ __forceinline__ bool HoldsOrFollows(const DirectClaim& c, unsigned lo
 __device__ __forceinline__ unsigned long long HolderSequence(const DirectClaim& c,
                                                              unsigned long long sequence) {
   return sequence + (c.holder - static_cast<unsigned int>(sequence));
+}
+
+// All threads of a block that claimed `sequence` while the host's hint
+// named another submission, with the whole slot in `words`: whether the
+// slot's record shows a lone tiled task travelling inline (what the host
+// hints). If so, it is announced on the direct board now, after the slot
+// read rather than at the claim, and thread 0's *seen becomes `sequence`
+// (its own word is not news to it). The hint is read in flight with the
+// tail, so it can be older than the tail: the first poller to see a new
+// tail is the likeliest to have read the hint just before the host wrote
+// it (37-48% of the lone tiled submissions of
+// RuntimeGpuTest.LoneTiledTaskFinishesWithItsLastTile ran on the board path
+// without this, bench/results/experiments/gpu_checks_session25.txt).
+__device__ bool AnnounceDirectFromRecord(const Queue& q, unsigned long long sequence,
+                                         const SlotWords& words, unsigned long long* seen) {
+  __shared__ Submission sub;
+  __shared__ unsigned long long gate_word;  // not used
+  __shared__ int announced;
+  ParseSlot(words, &sub, &gate_word);
+  if (threadIdx.x == 0) {
+    announced = sub.sequence == sequence && sub.inline_words != 0 && sub.first_root_tiles > 1 &&
+                SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
+    if (announced) {
+      DirectBoard board;
+      board.sequence = sequence;
+      const unsigned int tiles = sub.first_root_tiles;
+      const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
+      board.helpers = helpers < 4095u ? helpers : 4095u;  // the board's field
+      board.slot_words = kSubmissionRecordWords + sub.inline_words;
+      StoreVolatile(&q.state->direct_board, EncodeDirectBoard(board));
+      *seen = sequence;
+    }
+  }
+  __syncthreads();
+  return announced != 0;
 }
 
 // All threads of the admitting block, with the whole slot in `words`:
@@ -344,10 +382,12 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
       if (atomicAdd(&direct->done, 1u) + 1u == tiles) {
         StoreVolatile(&direct->done, 0u);  // fenced by the completion's system fence
         const unsigned long long counted_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
-        CompleteSubmission(q, slot, sequence);
-        ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
+        // The mirror before the completion (its system fence), so that a host
+        // that waited for the submission sees it counted.
         StoreVolatile(&q.control->direct_submissions,
                       atomicAdd(&q.state->direct_submissions, 1ull) + 1ull);
+        CompleteSubmission(q, slot, sequence);
+        ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
       }
       claimed = next.valid() ? next.next : kNoTask;
     }
