@@ -20,6 +20,7 @@ Needs a CUDA device; sets GPUOS_TORCH_TRACE itself. Writes
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -54,14 +55,20 @@ def _profile(case, device, calls: int, out: str) -> dict:
         original(program)
 
     _runtime.STATS.note_program = remember
+    runtime = _runtime.runtime(device.index or 0)
     try:
         with torch.no_grad():
             trace_events.time_calls(compiled, inputs, device, 10)
+            direct_before = json.loads(runtime.stats_json())["direct_submissions"]
             wall = trace_events.time_calls(compiled, inputs, device, calls)
+            direct = json.loads(runtime.stats_json())["direct_submissions"] - direct_before
     finally:
         _runtime.STATS.note_program = original
     note = next((n for n in notes if not n.startswith("not stitched")), "")
-    result = {"case": case.name, "wall_us": statistics.median(wall), "note": note}
+    # direct_calls: of the timed calls' submissions, how many ran as direct
+    # tiles (docs/runtime.md, "Direct tiles"); the rest took the board path.
+    result = {"case": case.name, "wall_us": statistics.median(wall), "note": note,
+              "direct_calls": direct, "timed_calls": len(wall)}
     path = os.path.join(out, "trace_" + re.sub(r"[^A-Za-z0-9_.-]", "_", case.name) + ".json")
     gpuos.export_trace(path)
     result["queue_us"] = trace_events.queue_breakdown(path, calls)
@@ -117,7 +124,8 @@ def main() -> int:
         r = _profile(case, device, args.calls, args.out)
         results.append(r)
         print(f"{case.name}: wall {r['wall_us']:.1f} us, device span "
-              f"{r.get('device_span_us') or float('nan'):.1f} us")
+              f"{r.get('device_span_us') or float('nan'):.1f} us, "
+              f"direct {r['direct_calls']}/{r['timed_calls']} calls")
         print("    queue (us): " + ", ".join(f"{k} {v:.2f}" for k, v in r["queue_us"].items()))
         for s in r["stages"]:
             print(f"    {s['op']:12s} {s['tiles']:4d} tiles  first start {s['first_start']:6.1f}  "

@@ -116,6 +116,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"epoch_switches", s.epoch_switches},
                           {"backpressure_waits", s.backpressure_waits},
                           {"max_queue_depth", s.max_queue_depth},
+                          {"direct_submissions", s.direct_submissions},
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
                           {"tasks_per_operator", s.tasks_per_operator},

@@ -132,8 +132,9 @@ struct RuntimeStats {
   std::uint64_t max_queue_depth = 0;     // most submissions in flight at once
   std::uint64_t max_tasks_in_flight = 0;
   // Lone tiled tasks that ran as direct tiles (docs/runtime.md, "Direct
-  // tiles"), as the device last mirrored the count (before each such
-  // submission completes; two completing together may leave it one low).
+  // tiles"), as the device last mirrored the count: just after each such
+  // submission completes, so a lower bound (briefly one behind a wait that
+  // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
   unsigned int worker_blocks = 0;
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
