@@ -122,11 +122,15 @@ TEST_F(RuntimeGpuTest, FanOutFanIn) {
 }
 
 // Whether the image was built with direct tiles (GPUOS_JIT_DEFINES may turn
-// them off for A/B runs: GPUOS_DIRECT_TILES=0 or 2).
+// them off for A/B runs, GPUOS_DIRECT_TILES=0 or 2, or announce every one
+// from its record, =3; queue_sync.cuh).
 bool DirectTilesOn() {
   const char* defines = std::getenv("GPUOS_JIT_DEFINES");
-  return defines == nullptr ||
-         std::string(defines).find("GPUOS_DIRECT_TILES=") == std::string::npos;
+  const std::string key = "GPUOS_DIRECT_TILES=";
+  const std::size_t at = defines == nullptr ? std::string::npos : std::string(defines).find(key);
+  if (at == std::string::npos) return true;
+  const char value = defines[at + key.size()];
+  return value == '1' || value == '3';
 }
 
 // Runs `rounds` graphs of `tasks` independent tiled adds of n elements each

@@ -43,12 +43,14 @@ __device__ __forceinline__ unsigned long long LoadAcquireGpu(const unsigned long
 // "Direct tiles"); GPUOS_JIT_DEFINES=GPUOS_DIRECT_TILES=0: through the
 // admission and the help board, as before (an A/B switch).
 // GPUOS_DIRECT_TILES=2 (a diagnostic): the pollers read the hint but never
-// announce, as with 0 otherwise.
+// announce, as with 0 otherwise. =3 (a diagnostic): direct tiles, every one
+// announced from its slot's record (AnnounceDirectFromRecord), the hint
+// never used (its load still made).
 #ifndef GPUOS_DIRECT_TILES
 #define GPUOS_DIRECT_TILES 1
 #endif
-constexpr bool kDirectTiles = GPUOS_DIRECT_TILES == 1;
-constexpr bool kReadLoneHint = GPUOS_DIRECT_TILES != 0;
+constexpr bool kDirectTiles = GPUOS_DIRECT_TILES == 1 || GPUOS_DIRECT_TILES == 3;
+constexpr bool kReadLoneHint = GPUOS_DIRECT_TILES == 1 || GPUOS_DIRECT_TILES == 2;
 
 template <typename T>
 __device__ __forceinline__ T Volatile(const T* p) {
