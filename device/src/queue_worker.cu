@@ -794,9 +794,20 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 // poller's `host_flags` are the stop and keep_warm words its claim attempt
 // read this round (TryClaimSubmission); the others read host memory here
 // only once they have been idle for idle_park_ns.
+//
+// The last block that finds a submission after announcing the park resumes
+// alone (*resumed set). The grid the host launches once it sees the park
+// announced waits behind it on the worker's stream (docs/runtime.md,
+// "Parking and relaunch"), so the lone block parks again as soon as nothing
+// is in flight or published, without waiting idle_park_ns: under steady
+// load it would never idle that long and would run every call alone (seen:
+// mlp batch 1's device span 210 us against 8-12 in two processes of
+// bench/results/experiments/direct_hint_ab_session25.txt; attention's calls
+// on block 50 alone in direct_tiles_session24.txt).
 __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                            unsigned long long started_ns, long long started_clock,
-                           unsigned int max_pollers, unsigned long long host_flags, bool* poller) {
+                           unsigned int max_pollers, unsigned long long host_flags, bool* poller,
+                           bool* resumed) {
   bool stop;
   if (*poller) {
     const unsigned long long words = host_flags;
@@ -812,10 +823,12 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
     stop = Volatile(&q.state->stop_seen) != 0;
   }
   if (!stop) {
-    const unsigned long long now = GlobalTimerNs();
-    if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
-    const unsigned long long last_admit = Volatile(&q.state->last_admit_ns);
-    if (now < last_admit || now - last_admit < q.idle_park_ns) return false;
+    if (!*resumed) {
+      const unsigned long long now = GlobalTimerNs();
+      if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
+      const unsigned long long last_admit = Volatile(&q.state->last_admit_ns);
+      if (now < last_admit || now - last_admit < q.idle_park_ns) return false;
+    }
     if (Volatile(&q.state->in_flight) != 0) return false;
     if (LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {
       // Work waits and the pollers may have parked: poll for it, unless
@@ -849,6 +862,7 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
     atomicAdd(&q.state->alive, 1u);
     if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);  // the only block left polls
     *poller = true;
+    *resumed = true;
     return false;
   }
   return true;
@@ -896,6 +910,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
   bool poller = blockIdx.x < params.pollers;
+  bool resumed_at_park = false;  // thread 0's (ShouldPark)
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {
     if (threadIdx.x == 0) {
@@ -935,7 +950,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         // (kNone), which read host_flags.
         if ((poller || (idle_rounds & 7u) == 0) &&
             ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, host_flags,
-                       &poller)) {
+                       &poller, &resumed_at_park)) {
           next = kExit;
           if (poller) atomicSub(&q.state->pollers_alive, 1u);
         }
