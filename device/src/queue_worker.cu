@@ -799,11 +799,14 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 // alone (*resumed set). The grid the host launches once it sees the park
 // announced waits behind it on the worker's stream (docs/runtime.md,
 // "Parking and relaunch"), so the lone block parks again as soon as nothing
-// is in flight or published, without waiting idle_park_ns: under steady
-// load it would never idle that long and would run every call alone (seen:
-// mlp batch 1's device span 210 us against 8-12 in two processes of
-// bench/results/experiments/direct_hint_ab_session25.txt; attention's calls
-// on block 50 alone in direct_tiles_session24.txt).
+// is in flight or published, without waiting idle_park_ns: under calls
+// that each wait for their results it would never idle that long and would
+// run every call alone (consistent with mlp batch 1's device spans of 210
+// us against 8-12 in two processes of bench/results/experiments/
+// direct_hint_ab_session25.txt, and attention's calls on block 50 alone in
+// direct_tiles_session24.txt). Submissions that keep the queue from
+// draining still run on it alone until they stop. A grid of one block
+// keeps idle_park: a new grid would be no better.
 __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                            unsigned long long started_ns, long long started_clock,
                            unsigned int max_pollers, unsigned long long host_flags, bool* poller,
@@ -862,7 +865,7 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
     atomicAdd(&q.state->alive, 1u);
     if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);  // the only block left polls
     *poller = true;
-    *resumed = true;
+    *resumed = gridDim.x > 1;
     return false;
   }
   return true;

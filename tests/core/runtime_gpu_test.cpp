@@ -133,10 +133,6 @@ bool DirectTilesOn() {
   return value == '1' || value == '3';
 }
 
-// Runs `rounds` graphs of `tasks` independent tiled adds of n elements each
-// (round 0: out_k = x + k * ones; then in place: out_k += (round + k) * ones),
-// waiting for each graph before submitting the next, so every graph reuses
-// the arena entries of the one before; then checks every element.
 // RuntimeStats::direct_submissions once it reaches `expected`, or after a
 // second (the device mirrors it just after each completion).
 std::uint64_t DirectRunsSettled(Runtime& runtime, std::uint64_t expected) {
@@ -149,6 +145,10 @@ std::uint64_t DirectRunsSettled(Runtime& runtime, std::uint64_t expected) {
   return seen;
 }
 
+// Runs `rounds` graphs of `tasks` independent tiled adds of n elements each
+// (round 0: out_k = x + k * ones; then in place: out_k += (round + k) * ones),
+// waiting for each graph before submitting the next, so every graph reuses
+// the arena entries of the one before; then checks every element.
 void RunRoundsOfTiledAdds(Runtime& runtime, std::size_t n, int tasks, int rounds,
                           unsigned int min_tiles) {
   auto x = Upload(runtime, Iota(n, 1.0f));

@@ -104,9 +104,10 @@ def test_many_runs_in_a_row_count_on_from_the_last(gpu):
     # before its inputs were ready would show.
     # Each call is one lone tiled task, which runs as direct tiles (docs/
     # runtime.md, "Direct tiles") unless its gate was still closed when the
-    # admitting block read its slot (194-200 of 200 calls per case in
-    # gpu_checks_session25.txt; 37-48% took the board path before the
-    # admitting block announced those the host's hint missed).
+    # admitting block read its slot (194-200 of 200 synchronized calls per
+    # case in stitch_profile.py, gpu_checks_session25.txt; this test passed
+    # there too). Images built with GPUOS_DIRECT_TILES=0 or 2 (A/B switches)
+    # have none.
     module = workloads.build(CASES[0], gpu)  # mlp_microbatch batch 1
     f = gpuos.compile(module)
     xs = [torch.randn(1, 256, device=gpu) for _ in range(300)]
@@ -117,7 +118,8 @@ def test_many_runs_in_a_row_count_on_from_the_last(gpu):
             torch.testing.assert_close(outputs[i], module(xs[i]), rtol=1e-4, atol=1e-5)
     assert gpuos.stats()["stitched_programs"] == 1
     direct = json.loads(_runtime.runtime(0).stats_json())["direct_submissions"] - direct_before
-    assert direct >= 240, f"{direct} of 300 calls ran as direct tiles"
+    if re.search(r"GPUOS_DIRECT_TILES=[02]", os.environ.get("GPUOS_JIT_DEFINES", "")) is None:
+        assert direct >= 240, f"{direct} of 300 calls ran as direct tiles"
 
 
 class _ResidualBlock(torch.nn.Module):

@@ -191,16 +191,10 @@ __device__ bool AnnounceDirectFromRecord(const Queue& q, unsigned long long sequ
   __shared__ int announced;
   ParseSlot(words, &sub, &gate_word);
   if (threadIdx.x == 0) {
-    announced = sub.sequence == sequence && sub.inline_words != 0 && sub.first_root_tiles > 1 &&
+    announced = sub.sequence == sequence && sub.inline_words != 0 &&
                 SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
     if (announced) {
-      DirectBoard board;
-      board.sequence = sequence;
-      const unsigned int tiles = sub.first_root_tiles;
-      const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
-      board.helpers = helpers < 4095u ? helpers : 4095u;  // the board's field
-      board.slot_words = kSubmissionRecordWords + sub.inline_words;
-      StoreVolatile(&q.state->direct_board, EncodeDirectBoard(board));
+      PostDirectBoard(q, sequence, sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words);
       *seen = sequence;
     }
   }

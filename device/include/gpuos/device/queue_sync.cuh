@@ -199,6 +199,22 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
   return value;
 }
 
+// One thread: announces direct submission `sequence` (its first root's
+// `tiles`, its slot's record and graph words) on QueueDeviceState::
+// direct_board, asking blocks [0, min(tiles, grid) - 1] to help. A maximum,
+// not a store: the sequence is the word's top bits, so an announcement made
+// late (AnnounceDirectFromRecord, after the slot's read) never puts back an
+// older submission over a newer one (until 2^42 submissions wrap it).
+__device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long long sequence,
+                                                unsigned int tiles, unsigned int slot_words) {
+  DirectBoard board;
+  board.sequence = sequence;
+  const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
+  board.helpers = helpers < 4095u ? helpers : 4095u;  // the board's field
+  board.slot_words = slot_words;
+  atomicMax(&q.state->direct_board, EncodeDirectBoard(board));
+}
+
 // One thread: the index of a newly claimed submission, kNone or kContended.
 // `*host_flags` gets QueueControl's stop and keep_warm (one 8-byte word, stop
 // in the low half), read in flight with the tail: a poller's idle round then
@@ -232,13 +248,7 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   // A hint read before the tail may be older than it: it counts only where
   // it names this very submission (written for it before its tail).
   if (kDirectTiles && LoneHintNames(hint, head + 1)) {
-    const unsigned int tiles = LoneHintTiles(hint);
-    DirectBoard board;
-    board.sequence = head + 1;
-    const unsigned int helpers = (tiles < gridDim.x ? tiles : gridDim.x) - 1u;
-    board.helpers = helpers < 4095u ? helpers : 4095u;  // the board's field
-    board.slot_words = LoneHintWords(hint);
-    StoreVolatile(&q.state->direct_board, EncodeDirectBoard(board));
+    PostDirectBoard(q, head + 1, LoneHintTiles(hint), LoneHintWords(hint));
     *direct = true;
   }
   return head;
