@@ -89,5 +89,22 @@ TEST(QueueLayoutTest, DirectBoardRoundTripsAndWidensItsSequence) {
   EXPECT_GE(kDirectAreaBytes, kInlinePayloadWords * 16);
 }
 
+// PostDirectBoard posts with an atomic maximum, so a later submission's word
+// must be larger whatever the helpers and words fields hold (below 2^42
+// submissions).
+TEST(QueueLayoutTest, DirectBoardWordGrowsWithItsSequence) {
+  for (unsigned long long sequence : {1ull, 2ull, 0x12345ull, (1ull << 42) - 2}) {
+    DirectBoard older;
+    older.sequence = sequence;
+    older.helpers = 4095;
+    older.slot_words = 1023;
+    DirectBoard newer;
+    newer.sequence = sequence + 1;
+    newer.helpers = 0;
+    newer.slot_words = 0;
+    EXPECT_GT(EncodeDirectBoard(newer), EncodeDirectBoard(older)) << sequence;
+  }
+}
+
 }  // namespace
 }  // namespace gpuos::device
