@@ -38,7 +38,10 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
     the completion word was stored), `device` (claim until stored), and
     `claim_gap` (the previous submission's completion word until this one's
     claim: the host's turnaround and the pick-up; over consecutive
-    sequences that both have records)."""
+    sequences that both have records), `blocks` (how many worker blocks ran
+    a submission's tiles) and `blocks_min` (the fewest of any submission: 1
+    for a tiled program shows a grid left with one block, docs/runtime.md,
+    "Parking and relaunch")."""
     tasks = newest_submissions(trace_path, count)
     queue = newest_submissions(trace_path, count, "queue")
     parts = defaultdict(list)
@@ -61,8 +64,11 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
         parts["to_count"].append(c["ts"] - last)
         parts["complete"].append(c["dur"])
         parts["device"].append(c["ts"] + c["dur"] - a["ts"])
+        parts["blocks"].append(len({t["tid"] for t in tiles}))
     parts["claim_gap"] = [claimed[s] - stored[s - 1] for s in claimed if s - 1 in stored]
     result = {k: statistics.median(v) for k, v in parts.items() if v}
+    if parts["blocks"]:
+        result["blocks_min"] = min(parts["blocks"])
     result["submissions"] = len(parts["device"])
     return result
 
