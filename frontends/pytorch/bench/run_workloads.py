@@ -28,6 +28,10 @@ Per case (one workload at one size):
    synchronize returns once gpuos's results are written. `--rounds` rounds; in each, every variant
    (order rotated by one per round) makes `--block-warmup` untimed calls
    then `--block` timed calls. Medians and p10/p90 over rounds x block.
+   A gpuos variant's row has `gpuos`: what its own blocks (untimed calls
+   included) did per call, and how many worker grids were launched (the
+   worker parks between blocks, after idle_park) and submissions ran as
+   direct tiles.
 `--smoke` runs on the CPU with tiny counts: eager and gpuos_compile with the
 reference executor; the other variants are recorded as skipped with why.
 """
@@ -58,7 +62,11 @@ TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
 GPU_COUNTS = {"warmup": 20, "rounds": 40, "block": 10, "block_warmup": 2}
 SMOKE_COUNTS = {"warmup": 1, "rounds": 2, "block": 2, "block_warmup": 0}
 GPUOS_COUNTERS = ("submissions", "compiled_calls", "split_calls", "eager_calls", "tasks",
-                  "traces", "guard_misses")
+                  "traces", "guard_misses", "worker_launches", "direct_submissions")
+# The runtimes' own counters (gpuos.stats()["runtimes"], summed over devices):
+# grids launched (a parked worker relaunched) and lone tiled submissions run
+# as direct tiles (docs/runtime.md).
+RUNTIME_COUNTERS = {"worker_launches": "launches", "direct_submissions": "direct_submissions"}
 
 
 def _sync(device: torch.device) -> None:
@@ -113,7 +121,9 @@ def _compare(got: Any, expected: list[torch.Tensor]) -> tuple[bool, Optional[flo
 
 def _gpuos_counters() -> dict:
     s = gpuos.stats()
-    counters = {k: s.get(k, 0) for k in GPUOS_COUNTERS}
+    counters = {k: s.get(k, 0) for k in GPUOS_COUNTERS if k not in RUNTIME_COUNTERS}
+    for k, runtime_key in RUNTIME_COUNTERS.items():
+        counters[k] = sum(r.get(runtime_key, 0) for r in s.get("runtimes", {}).values())
     counters["fallbacks"] = dict(s.get("fallbacks", {}))
     counters["fallback_reasons"] = dict(s.get("fallback_reasons", {}))
     return counters
@@ -137,6 +147,8 @@ def _gpuos_delta(delta: dict, calls: int) -> dict:
             "tasks_per_call": delta["tasks"] / calls if calls else None,
             "compiled_calls": delta["compiled_calls"], "split_calls": delta["split_calls"],
             "eager_calls": delta["eager_calls"], "traces": delta["traces"],
+            "worker_launches": delta["worker_launches"],
+            "direct_submissions": delta["direct_submissions"],
             "fallbacks": {k: v for k, v in delta["fallbacks"].items() if v},
             "fallback_reasons": delta["fallback_reasons"]}
 

@@ -56,6 +56,8 @@ def test_eager_and_gpuos_compile_ran_correctly_on_one_submission(smoke):
             g = row["gpuos"]  # the whole workload lowered: no eager op, one submission per call
             assert g["executor"] == "reference" and g["eager_calls"] == 0 and not g["fallbacks"]
             assert g["submissions_per_call"] == 1 and g["tasks_per_call"] >= 1
+            # The reference executor opens no runtime: no grid, no direct tiles.
+            assert g["worker_launches"] == 0 and g["direct_submissions"] == 0
             assert row["speedup_vs"]["eager"] > 0
 
 
