@@ -247,8 +247,10 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // All threads: copies submission `index` in, initializes its tasks, pushes
 // its roots but the first, which it returns (kNone when the graph is empty)
 // for the caller to run. `words`: the whole ring slot, read by the caller
-// (ReadSlot; one PCIe round trip): a graph that fits in it is copied from
-// those words, a larger one from the staging arenas (a second round trip).
+// (ReadSlot; one PCIe round trip), with its record and gate word parsed
+// (`sub`, shared, and `slot_gate_word`; ParseSlot): a graph that fits in
+// the slot is copied from those words, a larger one from the staging
+// arenas (a second round trip).
 // The host lists the roots in
 // the order they should start (a scheduler plugin's, runtime_plugins.h): the
 // first is run here, the others go into the ready ring in that order. When
@@ -258,14 +260,12 @@ __device__ __noinline__ void CopyStagedGraph(const Queue& q, const Submission& s
 // slot. A submission whose gate is closed is not admitted: a retry entry is
 // pushed and kNone returned.
 __device__ unsigned long long Admit(const Queue& q, unsigned long long index,
-                                    const SlotWords& words, bool* first_claimed) {
-  __shared__ Submission sub;
-  __shared__ unsigned long long slot_gate_word;
+                                    const SlotWords& words, const Submission& sub,
+                                    unsigned long long slot_gate_word, bool* first_claimed) {
   __shared__ unsigned long long push_base;
   __shared__ int gate_closed;
   const unsigned int slot = static_cast<unsigned int>(index % q.submission_capacity);
   *first_claimed = false;
-  ParseSlot(words, &sub, &slot_gate_word);
   if (sub.gate != 0) {
     // Ordered after another CUDA stream: while its gate is closed, a retry
     // entry goes back into the ready ring (the host reserved room for it) and
@@ -452,7 +452,7 @@ __device__ unsigned long long TakeHelperTicket(const Queue& q, unsigned long lon
   *direct = 0;
   if (kDirectTiles) {
     // Not an acquire: what a helper reads of the submission is published by
-    // the claim word's opening, which it acquires (RunDirect).
+    // the claim word's opening, which it acquires (HelpRunDirect).
     const unsigned long long board = Volatile(&q.state->direct_board);
     if (DirectHelpWanted(board, direct_seen)) {
       *direct = board;
@@ -886,6 +886,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ unsigned long long argument;
   __shared__ unsigned int batch_count;
   __shared__ unsigned int direct_words;  // kDirect's: the board's slot words
+  // The ring slot being admitted, parsed once (ParseSlot) for
+  // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
+  __shared__ __align__(16) Submission slot_record;
+  __shared__ unsigned long long slot_gate_word;
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
@@ -977,7 +981,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           bool first_claimed = false;
           SlotWords words;
           ReadSlot(q, DecodeReady(entry).slot, words);
-          entry = Admit(q, DecodeReady(entry).slot, words, &first_claimed);
+          ParseSlot(words, &slot_record, &slot_gate_word);
+          entry =
+              Admit(q, DecodeReady(entry).slot, words, slot_record, slot_gate_word, &first_claimed);
           if (entry == kNone) continue;
           Invalidate(cache);  // Admit copied descriptors the window may hold stale
           RunChain(q, entry, cache, scratch, &completed, &completions, &recorder, first_claimed);
@@ -991,26 +997,28 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kDirect) {
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
-      RunDirect(q, value, nullptr, direct_words - gpuos::device::kSubmissionRecordWords,
-                DirectContext{cache.descs[0], scratch, &completed, &recorder, 0});
+      HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
+                    DirectContext{cache.descs[0], scratch, &completed, &recorder, 0});
       Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
       SlotWords words;
       ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
-      // A lone tiled task runs directly where it can (RunDirect: its gate
-      // open, ...), announced at the claim (the host's hint) or, where the
-      // hint read was older than the tail, now (its record); otherwise, and
-      // for any other graph, the admission.
+      ParseSlot(words, &slot_record, &slot_gate_word);
+      // A lone tiled task runs directly where it can (OpenAndRunDirect: its
+      // gate open, ...), announced at the claim (the host's hint) or, where
+      // the hint read was older than the tail, now (its record); otherwise,
+      // and for any other graph, the admission.
       const bool direct =
           current == kAdmitDirect ||
-          (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, words, &direct_seen));
-      if (direct &&
-          RunDirect(q, value + 1, &words, 0,
-                    DirectContext{cache.descs[0], scratch, &completed, &recorder, claimed_ns})) {
+          (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
+      if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
+                                     DirectContext{cache.descs[0], scratch, &completed, &recorder,
+                                                   claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten
       } else {
-        const unsigned long long first = Admit(q, value, words, &first_claimed);
+        const unsigned long long first =
+            Admit(q, value, words, slot_record, slot_gate_word, &first_claimed);
         if (first != kNone) {
           if (threadIdx.x == 0 && q.trace != nullptr) {  // no sequence read when not tracing
             recorder.QueueEvent(q, gpuos::device::kTraceAdmitOp, claimed_ns,

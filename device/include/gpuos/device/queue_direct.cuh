@@ -119,7 +119,7 @@ __device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int til
   *end = b + chunk < task.end ? b + chunk : task.end;
 }
 
-// What RunDirect needs of the worker.
+// What OpenAndRunDirect and HelpRunDirect need of the worker.
 struct DirectContext {
   TensorDesc* descs;       // kMaxTaskTensors descriptors in shared memory (overwritten)
   unsigned char* scratch;  // the operators' shared scratch
@@ -174,49 +174,44 @@ __device__ __forceinline__ unsigned long long HolderSequence(const DirectClaim& 
 }
 
 // All threads of a block that claimed `sequence` while the host's hint
-// named another submission, with the whole slot in `words`: whether the
-// slot's record shows a lone tiled task travelling inline (what the host
-// hints). If so, it is announced on the direct board now, after the slot
-// read rather than at the claim, and thread 0's *seen becomes `sequence`
-// (its own word is not news to it). The hint is read in flight with the
-// tail, so it can be older than the tail: the first poller to see a new
-// tail is the likeliest to have read the hint just before the host wrote
-// it (37-48% of the lone tiled submissions of
+// named another submission, with its slot's record parsed (`sub`, shared;
+// ParseSlot): whether the record shows a lone tiled task travelling inline
+// (what the host hints). If so, thread 0 announces it on the direct board
+// now, after the slot read rather than at the claim, and its *seen becomes
+// `sequence` (its own word is not news to it). The hint is read in flight
+// with the tail, so it can be older than the tail: the first poller to see
+// a new tail is the likeliest to have read the hint just before the host
+// wrote it (37-48% of the lone tiled submissions of
 // RuntimeGpuTest.LoneTiledTaskFinishesWithItsLastTile ran on the board path
 // without this, bench/results/experiments/gpu_checks_session25.txt).
-__device__ bool AnnounceDirectFromRecord(const Queue& q, unsigned long long sequence,
-                                         const SlotWords& words, unsigned long long* seen) {
-  __shared__ Submission sub;
-  __shared__ unsigned long long gate_word;  // not used
-  __shared__ int announced;
-  ParseSlot(words, &sub, &gate_word);
-  if (threadIdx.x == 0) {
-    announced = sub.sequence == sequence && sub.inline_words != 0 &&
-                SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
-    if (announced) {
-      PostDirectBoard(q, sequence, sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words);
-      *seen = sequence;
-    }
+__device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
+                                                         unsigned long long sequence,
+                                                         const Submission& sub,
+                                                         unsigned long long* seen) {
+  const bool lone = sub.sequence == sequence && sub.inline_words != 0 &&
+                    SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
+  if (lone && threadIdx.x == 0) {
+    PostDirectBoard(q, sequence, sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words);
+    *seen = sequence;
   }
-  __syncthreads();
-  return announced != 0;
+  return lone;
 }
 
-// All threads of the admitting block, with the whole slot in `words`:
-// whether the submission runs as direct tiles (see the file comment); if
-// so, its area is written and the word opened with tile 0 taken by this
-// block, else the word is closed. Thread 0 leaves the task's words in
-// `task`, its tiles and the area's words in *tiles and *area_words (shared).
+// All threads of the admitting block, with the whole slot in `words` and
+// its record and gate word parsed (`sub`, shared, and `gate_word`;
+// ParseSlot): whether the submission runs as direct tiles (see the file
+// comment); if so, its area is written and the word opened with tile 0
+// taken by this block, else the word is closed. Thread 0 leaves the task's
+// words in `task`, its tiles and the area's words in *tiles and
+// *area_words (shared).
 __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const SlotWords& words,
-                           TaskDesc* task, unsigned int* tiles, unsigned int* area_words,
+                           const Submission& sub, unsigned long long gate_word, TaskDesc* task,
+                           unsigned int* tiles, unsigned int* area_words,
                            const DirectContext& ctx) {
-  __shared__ Submission sub;
-  __shared__ unsigned long long gate_word;
   __shared__ int go;
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
   int4* const area = DirectArea(q, slot);
-  ParseSlot(words, &sub, &gate_word);
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
     const unsigned int p = threadIdx.x + j * blockDim.x - kSubmissionRecordWords;
@@ -390,35 +385,49 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   }
 }
 
-// All threads. Runs tiles of submission `sequence`'s lone tiled task until
-// none is left for this block, as its admitting block (`words`: the whole
-// ring slot, ReadSlot) or as a helper (`words` null; `area_words`: the
-// payload words to read from the slot's area). Returns false, having run
-// nothing, when the admitting block finds the submission is not one for
-// direct tiles (not a lone tiled inline task, a closed or dropped gate, more
-// than kDirectMaxTiles tiles, a tensor index outside the graph): it closes
-// the claim word and admits the submission as any other.
-__device__ bool RunDirect(const Queue& q, unsigned long long sequence, const SlotWords* words,
-                          unsigned int area_words, const DirectContext& ctx) {
+// All threads of the admitting block, with the whole slot in `words` and
+// its record and gate word parsed (`sub`, `gate_word`; ParseSlot): opens
+// submission `sequence`'s lone tiled task (OpenDirect) and runs its tiles
+// until none is left for this block. Returns false, having run nothing,
+// when the submission is not one for direct tiles (not a lone tiled inline
+// task, a closed or dropped gate, more than kDirectMaxTiles tiles, a tensor
+// index outside the graph): the claim word is closed and the caller admits
+// the submission as any other.
+__device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
+                                 const SlotWords& words, const Submission& sub,
+                                 unsigned long long gate_word, const DirectContext& ctx) {
   __shared__ __align__(16) TaskDesc task;
   __shared__ unsigned int tiles;
-  __shared__ unsigned int claimed;    // helpers: the tile held, kNoTask: none
-  __shared__ unsigned long long run;  // helpers: whose tile it is
-  __shared__ int reload;              // helpers: the tile is a later submission's
+  __shared__ unsigned int opened_words;
+  if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, ctx)) {
+    return false;
+  }
+  __syncthreads();  // what thread 0 left
+  // The descriptors as the helpers get them (the area was written and
+  // fenced by this block).
+  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, false, &task, ctx);
+  __syncthreads();
+  RunDirectTiles(q, sequence, task, tiles, 0, ctx);
+  return true;
+}
+
+// All threads of a helper the direct board named for submission
+// `sequence` (`area_words`: the payload words the board gave): waits for
+// the claim word to open and runs tiles until none is left for this block
+// (none when the word never opened or was closed). Not inlined: inlined
+// beside OpenAndRunDirect, the worker spilled 176 bytes of registers
+// against 76 with one RunDirect and 60 this way (ptxas -v, sm_90).
+__device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long sequence,
+                                           unsigned int area_words, const DirectContext& ctx) {
+  __shared__ __align__(16) TaskDesc task;
+  __shared__ unsigned int tiles;
+  __shared__ unsigned int claimed;    // the tile held, kNoTask: none
+  __shared__ unsigned long long run;  // whose tile it is
+  __shared__ int reload;              // the tile is a later submission's
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
   const int4* const area = DirectArea(q, slot);
-  if (words != nullptr) {
-    __shared__ unsigned int opened_words;
-    if (!OpenDirect(q, sequence, *words, &task, &tiles, &opened_words, ctx)) return false;
-    __syncthreads();  // what thread 0 left
-    // The descriptors as the helpers get them (the area was written and
-    // fenced by this block).
-    LoadDirectTask(direct, area, opened_words, false, &task, ctx);
-    __syncthreads();
-    RunDirectTiles(q, sequence, task, tiles, 0, ctx);
-    return true;
-  }
   if (threadIdx.x == 0) {
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
     const DirectClaim seen = DecodeDirectClaim(word);
@@ -426,7 +435,7 @@ __device__ bool RunDirect(const Queue& q, unsigned long long sequence, const Slo
     run = HolderSequence(seen, sequence);
   }
   __syncthreads();
-  if (claimed == kNoTask) return true;
+  if (claimed == kNoTask) return;
   // The area of the submission the word showed (a later one's size is not
   // known), the claim in flight with the loads.
   if (run != sequence) area_words = kInlinePayloadWords;
@@ -447,13 +456,12 @@ __device__ bool RunDirect(const Queue& q, unsigned long long sequence, const Slo
     }
   }
   __syncthreads();
-  if (claimed == kNoTask) return true;
+  if (claimed == kNoTask) return;
   if (reload) {
     LoadDirectTask(direct, area, kInlinePayloadWords, false, &task, ctx);
     __syncthreads();
   }
   RunDirectTiles(q, run, task, tiles, claimed, ctx);
-  return true;
 }
 
 }  // namespace queue
