@@ -790,27 +790,89 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
   }
 }
 
+// Thread 0's view of its grid's park (ShouldPark).
+struct ParkWatch {
+  // A block of this grid has exited (QueueDeviceState::parking_generation,
+  // looked at every 8th idle round).
+  bool leaving = false;
+  // This block, the last one running, has announced the park: it runs what
+  // is in flight and the submissions published by then (below run_until)
+  // and leaves. Every later Submit sees the park and launches a new grid.
+  bool announced = false;
+  unsigned long long run_until = 0;
+};
+
+// Whether this block may claim submission `head` (TryClaimSubmission).
+__device__ __forceinline__ unsigned long long ClaimBelow(const ParkWatch& watch) {
+  return watch.announced ? watch.run_until : ~0ull;
+}
+
+// The block leaves unless it is the last one running: true when it left
+// (its `alive` taken back). The last one stays to run what is in flight or
+// published, and to announce the park.
+__device__ bool LeaveUnlessLast(const Queue& q) {
+  if (atomicSub(&q.state->alive, 1u) != 1u) return true;
+  atomicAdd(&q.state->alive, 1u);
+  return false;
+}
+
+// The last block: mirrors what the host reads of the worker, and
+// announces the park (QueueControl::parked_generation).
+__device__ void AnnouncePark(const Queue& q, unsigned long long started_ns,
+                             long long started_clock) {
+  StoreVolatile(&q.control->completed_tasks,
+                static_cast<unsigned long long>(Volatile(&q.state->status.completed)));
+  const unsigned long long elapsed_ns = GlobalTimerNs() - started_ns;
+  if (elapsed_ns > 0) {
+    StoreVolatile(
+        &q.control->sm_clock_khz,
+        static_cast<unsigned long long>(clock64() - started_clock) * 1000000ull / elapsed_ns);
+  }
+  StoreVolatile(&q.control->parked_generation, q.generation);
+  __threadfence_system();
+}
+
+// The last block (its `alive` held): announces the park, then reads the
+// tail once more. The host publishes then reads parked_generation; this
+// block writes it then reads the tail: a submission this read misses is one
+// whose Submit sees the park and launches a new grid, so no submission is
+// stranded (both may act for one: then an extra grid is launched, which is
+// harmless). The block polls for those it saw, and leaves once they and
+// what is in flight are done (ShouldPark).
+__device__ void AnnounceAndFinish(const Queue& q, unsigned long long started_ns,
+                                  long long started_clock, bool* poller, ParkWatch* watch) {
+  AnnouncePark(q, started_ns, started_clock);
+  watch->announced = true;
+  watch->run_until = LoadAcquireSys(&q.control->submit_tail);
+  if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);  // the only block left polls
+  *poller = true;
+}
+
 // Thread 0 of an idle block: true when the block should exit now. A
 // poller's `host_flags` are the stop and keep_warm words its claim attempt
 // read this round (TryClaimSubmission); the others read host memory here
 // only once they have been idle for idle_park_ns.
 //
-// The last block that finds a submission after announcing the park resumes
-// alone (*resumed set). The grid the host launches once it sees the park
-// announced waits behind it on the worker's stream (docs/runtime.md,
-// "Parking and relaunch"), so the lone block parks again as soon as nothing
-// is in flight or published, without waiting idle_park_ns: under calls
-// that each wait for their results it would never idle that long and would
-// run every call alone (consistent with mlp batch 1's device spans of 210
-// us against 8-12 in two processes of bench/results/experiments/
-// direct_hint_ab_session25.txt, and attention's calls on block 50 alone in
-// direct_tiles_session24.txt). Submissions that keep the queue from
-// draining still run on it alone until they stop. A grid of one block
-// keeps idle_park: a new grid would be no better.
-__device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
-                           unsigned long long started_ns, long long started_clock,
-                           unsigned int max_pollers, unsigned long long host_flags, bool* poller,
-                           bool* resumed) {
+// The grid parks when it has been idle for idle_park_ns with nothing in
+// flight or published. Its blocks exit one by one, and those gone never
+// come back; a submission that arrives meanwhile ran on the blocks still
+// there, and calls that each wait for their results never left them idle
+// that long: a process ran mlp batch 1 on 5 of 132 blocks for all its 210
+// calls (device span 54 us against 9; bench/results/experiments/
+// gpu_checks_session26.txt). So once a block of its grid has exited
+// (watch->leaving), an idle block leaves at once unless it is the last,
+// and the last announces the park at once (AnnounceAndFinish) instead of
+// waiting for the queue to drain: the host's next call came before it
+// looked (runtime_park_gpu_test.cpp). The grid the host then launches
+// waits behind it on the worker's stream (docs/runtime.md, "Parking and
+// relaunch").
+//
+// Not inlined: only idle blocks call it, and inlined it left the worker 84
+// bytes of spill stores against 32 (ptxas -v).
+__device__ __noinline__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
+                                        unsigned long long started_ns, long long started_clock,
+                                        unsigned int max_pollers, unsigned long long host_flags,
+                                        unsigned int idle_rounds, bool* poller, ParkWatch* watch) {
   bool stop;
   if (*poller) {
     const unsigned long long words = host_flags;
@@ -825,18 +887,36 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
   } else {
     stop = Volatile(&q.state->stop_seen) != 0;
   }
+  if (watch->announced) {
+    if (!stop && (Volatile(&q.state->in_flight) != 0 ||
+                  Volatile(&q.state->submit_head) < watch->run_until)) {
+      return false;
+    }
+    atomicSub(&q.state->alive, 1u);
+    AnnouncePark(q, started_ns, started_clock);  // the mirrors, up to date
+    return true;
+  }
   if (!stop) {
-    if (!*resumed) {
+    if (!watch->leaving && (idle_rounds & 7u) == 0) {
+      watch->leaving =
+          Volatile(&q.state->parking_generation) == static_cast<unsigned int>(q.generation);
+    }
+    if (!watch->leaving) {
       const unsigned long long now = GlobalTimerNs();
       if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
       const unsigned long long last_admit = Volatile(&q.state->last_admit_ns);
       if (now < last_admit || now - last_admit < q.idle_park_ns) return false;
     }
-    if (Volatile(&q.state->in_flight) != 0) return false;
-    if (LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {
+    const bool busy = Volatile(&q.state->in_flight) != 0;
+    if (busy || LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {
+      if (watch->leaving) {
+        if (LeaveUnlessLast(q)) return true;
+        AnnounceAndFinish(q, started_ns, started_clock, poller, watch);
+        return false;
+      }
       // Work waits and the pollers may have parked: poll for it, unless
       // enough pollers run (QueueDeviceState::pollers_alive says why).
-      if (!*poller) {
+      if (!busy && !*poller) {
         if (atomicAdd(&q.state->pollers_alive, 1u) < max_pollers) {
           *poller = true;
         } else {
@@ -846,29 +926,15 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
       return false;
     }
   }
+  StoreVolatile(&q.state->parking_generation, static_cast<unsigned int>(q.generation));
   if (atomicSub(&q.state->alive, 1u) != 1u) return true;
-  // The last block: announce the park, then look once more. The host
-  // publishes then reads parked_generation; this block writes it then reads
-  // the tail: one of the two sees the other, so no submission is stranded
-  // (both may act: then an extra grid is launched, which is harmless).
-  StoreVolatile(&q.control->completed_tasks,
-                static_cast<unsigned long long>(Volatile(&q.state->status.completed)));
-  const unsigned long long elapsed_ns = GlobalTimerNs() - started_ns;
-  if (elapsed_ns > 0) {
-    StoreVolatile(
-        &q.control->sm_clock_khz,
-        static_cast<unsigned long long>(clock64() - started_clock) * 1000000ull / elapsed_ns);
+  if (stop) {
+    AnnouncePark(q, started_ns, started_clock);
+    return true;
   }
-  StoreVolatile(&q.control->parked_generation, q.generation);
-  __threadfence_system();
-  if (!stop && LoadAcquireSys(&q.control->submit_tail) > Volatile(&q.state->submit_head)) {
-    atomicAdd(&q.state->alive, 1u);
-    if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);  // the only block left polls
-    *poller = true;
-    *resumed = gridDim.x > 1;
-    return false;
-  }
-  return true;
+  atomicAdd(&q.state->alive, 1u);
+  AnnounceAndFinish(q, started_ns, started_clock, poller, watch);
+  return false;  // it leaves at its next idle round if nothing came
 }
 
 }  // namespace
@@ -917,7 +983,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
   bool poller = blockIdx.x < params.pollers;
-  bool resumed_at_park = false;  // thread 0's (ShouldPark)
+  ParkWatch park_watch;  // thread 0's
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {
     if (threadIdx.x == 0) {
@@ -939,7 +1005,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       } else if (poller || ((idle_rounds & 7u) == 7u &&
                             Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
         bool direct = false;
-        value = TryClaimSubmission(q, &host_flags, &direct);
+        value = TryClaimSubmission(q, &host_flags, &direct, ClaimBelow(park_watch));
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {
@@ -957,7 +1023,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         // (kNone), which read host_flags.
         if ((poller || (idle_rounds & 7u) == 0) &&
             ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, host_flags,
-                       &poller, &resumed_at_park)) {
+                       idle_rounds, &poller, &park_watch)) {
           next = kExit;
           if (poller) atomicSub(&q.state->pollers_alive, 1u);
         }

@@ -1,5 +1,5 @@
 // The persistent-kernel runtime on a GPU: long chains, fan-out/fan-in,
-// backpressure, parking, a device synchronize from another thread, errors.
+// backpressure, direct tiles, errors (parking: runtime_park_gpu_test.cpp).
 // Every output is poisoned (NaN) first and checked against the CPU. Skips
 // with the reason where there is no GPU.
 #include <gtest/gtest.h>
@@ -7,11 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <future>
 #include <string>
 #include <thread>
 
-#include "gpuos/cuda_driver.h"
 #include "gpuos/registry/pack_loader.h"
 #include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
@@ -21,11 +19,10 @@ namespace {
 
 using testing::DeviceTensor;
 using testing::Download;
+using testing::Filled;
 using testing::Upload;
 
 class RuntimeGpuTest : public testing::GpuRuntimeTest {};
-
-std::vector<float> Filled(std::size_t n, float value) { return std::vector<float>(n, value); }
 
 std::vector<float> Iota(std::size_t n, float scale) {
   std::vector<float> v(n);
@@ -349,110 +346,6 @@ TEST_F(RuntimeGpuTest, QueueFullBackpressure) {
   const RuntimeStats stats = runtime->stats();
   EXPECT_GT(stats.backpressure_waits, 0u);
   EXPECT_LE(stats.max_queue_depth, 4u);
-}
-
-// Intermittent load: the worker parks between bursts and is relaunched.
-TEST_F(RuntimeGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
-  RuntimeConfig config;
-  config.idle_park = std::chrono::microseconds(200);
-  OPEN_OR_SKIP(runtime, Open(config));
-  constexpr std::size_t kN = 1000;
-  auto acc = Upload(*runtime, Filled(kN, 0.0f));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
-  constexpr int kBursts = 6;
-  for (int burst = 0; burst < kBursts; ++burst) {
-    TaskGraph graph(*runtime);
-    ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
-    auto future = runtime->Submit(graph);
-    ASSERT_TRUE(future.ok());
-    ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
-    ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
-  }
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, static_cast<float>(kBursts));
-  const RuntimeStats stats = runtime->stats();
-  EXPECT_EQ(stats.launches, static_cast<std::uint64_t>(kBursts));
-  EXPECT_EQ(stats.relaunches, static_cast<std::uint64_t>(kBursts - 1));
-  EXPECT_EQ(stats.parks, static_cast<std::uint64_t>(kBursts));
-}
-
-// KeepWarm launches a parked worker and keeps a running one from parking
-// while it is called; once the calls stop, the worker parks by itself.
-TEST_F(RuntimeGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
-  RuntimeConfig config;
-  config.idle_park = std::chrono::microseconds(1000);
-  OPEN_OR_SKIP(runtime, Open(config));
-  auto acc = Upload(*runtime, Filled(64, 0.0f));
-  auto ones = Upload(*runtime, Filled(64, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
-  ASSERT_EQ(runtime->stats().launches, 0u);
-  ASSERT_TRUE(runtime->KeepWarm().ok());  // parked (never launched): launches
-  EXPECT_EQ(runtime->stats().launches, 1u);
-  // 20 idle periods with a call every 50 us or so. A grid that ignored the
-  // calls would park after each idle period and the next call relaunch it
-  // (about 20 parks); one that heeds them parks only when another context
-  // holds the GPU for a time slice (ctest runs GPU tests side by side).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
-  while (std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(runtime->KeepWarm().ok());
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-  RuntimeStats stats = runtime->stats();
-  EXPECT_LE(stats.parks, 3u) << "the worker kept parking although KeepWarm was called";
-  TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
-  auto future = runtime->Submit(graph);
-  ASSERT_TRUE(future.ok());
-  ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
-  // Without calls it parks; the next call relaunches it.
-  ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
-  const std::uint64_t launches = runtime->stats().launches;
-  ASSERT_TRUE(runtime->KeepWarm().ok());
-  EXPECT_EQ(runtime->stats().launches, launches + 1);
-  ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, 1.0f);
-}
-
-// cuCtxSynchronize waits for every kernel, the worker included: it returns
-// because the idle worker parks by itself.
-TEST_F(RuntimeGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
-  RuntimeConfig config;
-  config.idle_park = std::chrono::microseconds(500);
-  OPEN_OR_SKIP(runtime, Open(config));
-  auto acc = Upload(*runtime, Filled(100, 0.0f));
-  auto ones = Upload(*runtime, Filled(100, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
-  TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
-  auto first = runtime->Submit(graph);
-  ASSERT_TRUE(first.ok());
-  ASSERT_TRUE(first->Wait().ok());
-  auto synced = std::async(std::launch::async, [] {
-    auto driver = LoadCudaDriver();
-    if (!driver.ok()) return std::string("no driver");
-    CUdevice dev = 0;
-    CUcontext ctx = nullptr;
-    (*driver)->cuDeviceGet(&dev, 0);
-    (*driver)->cuDevicePrimaryCtxRetain(&ctx, dev);
-    (*driver)->cuCtxSetCurrent(ctx);
-    const CUresult result = (*driver)->cuCtxSynchronize();
-    (*driver)->cuDevicePrimaryCtxRelease(dev);
-    return result == CUDA_SUCCESS ? std::string() : std::string("cuCtxSynchronize failed");
-  });
-  ASSERT_EQ(synced.wait_for(std::chrono::seconds(10)), std::future_status::ready)
-      << "cuCtxSynchronize did not return: the worker did not park";
-  EXPECT_EQ(synced.get(), "");
-  // The runtime still works afterwards (relaunch).
-  auto second = runtime->Submit(graph);
-  ASSERT_TRUE(second.ok());
-  ASSERT_TRUE(second->Wait().ok());
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, 2.0f);
 }
 
 // Many independent no-op and tiny tasks in one graph, and a failing task.

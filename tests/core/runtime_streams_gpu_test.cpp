@@ -21,6 +21,7 @@ namespace {
 
 using testing::DeviceTensor;
 using testing::Download;
+using testing::Filled;
 using testing::FloatBits;
 using testing::HostLatch;
 using testing::Upload;
@@ -29,8 +30,6 @@ using testing::UserStream;
 constexpr std::size_t kN = 4096;
 
 class RuntimeStreamsGpuTest : public testing::GpuRuntimeTest {};
-
-std::vector<float> Filled(std::size_t n, float value) { return std::vector<float>(n, value); }
 
 // x = 3 written by the stream, out = x + 2 * ones by gpuos: out is 5 only if
 // the graph ran after the stream's write.

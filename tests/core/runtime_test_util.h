@@ -104,6 +104,10 @@ struct DeviceTensor {
   device::TensorDesc desc;
 };
 
+inline std::vector<float> Filled(std::size_t n, float value) {
+  return std::vector<float>(n, value);
+}
+
 inline Expected<DeviceTensor> Upload(Runtime& runtime, const std::vector<float>& values) {
   GPUOS_ASSIGN_OR_RETURN(DeviceBuffer buffer, runtime.Allocate(values.size() * sizeof(float)));
   GPUOS_RETURN_IF_ERROR(

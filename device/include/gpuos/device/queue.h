@@ -194,7 +194,10 @@ struct alignas(128) QueueDeviceState {
   // us in bursts of milliseconds) and the host's own reads of pinned memory.
   unsigned int pollers_alive;
   unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
-  unsigned int pad4;
+  // Low 32 bits of the generation of the last grid a block of which exited
+  // (parked): the blocks of that grid still running leave once it drains
+  // (queue_worker.cu, ShouldPark).
+  unsigned int parking_generation;
   unsigned long long direct_submissions;  // completed as direct tiles (QueueControl mirrors it)
   unsigned long long pad3[10];
   // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.

@@ -224,9 +224,13 @@ __device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long lo
 // travelling inline), *direct is set and the claim is announced on the
 // direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): blocks [0, helpers]
 // wait for its claim word to open and run its tiles from the slot's area.
+//
+// Only submissions below `claim_below` are claimed (a block that announced
+// the park runs only those published before; queue_worker.cu, ParkWatch).
 __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                                                                  unsigned long long* host_flags,
-                                                                 bool* direct) {
+                                                                 bool* direct,
+                                                                 unsigned long long claim_below) {
   // Issued before the acquiring load, so that both are in flight together:
   // the flags and the hint in one 16-byte load (one PCIe read; a third load
   // for the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
@@ -241,7 +245,7 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
   const unsigned long long head = Volatile(&q.state->submit_head);
   *direct = false;
-  if (head >= tail) return kNone;
+  if (head >= tail || head >= claim_below) return kNone;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
   atomicAdd(&q.state->in_flight, 1u);
   atomicMax(&q.state->last_admit_ns, GlobalTimerNs());

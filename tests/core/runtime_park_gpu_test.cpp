@@ -1,0 +1,219 @@
+// The worker's parking and relaunch on a GPU (docs/runtime.md, "Parking and
+// relaunch"): intermittent load, KeepWarm, a device synchronize from another
+// thread, and a grid that begins to park while a submission arrives. Skips
+// with the reason where there is no GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpuos/cuda_driver.h"
+#include "runtime_gpu_fixture.h"
+#include "runtime_test_util.h"
+
+namespace gpuos::runtime {
+namespace {
+
+using testing::Download;
+using testing::Filled;
+using testing::Upload;
+
+class RuntimeParkGpuTest : public testing::GpuRuntimeTest {};
+
+// Intermittent load: the worker parks between bursts and is relaunched.
+TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::microseconds(200);
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr std::size_t kN = 1000;
+  auto acc = Upload(*runtime, Filled(kN, 0.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  constexpr int kBursts = 6;
+  for (int burst = 0; burst < kBursts; ++burst) {
+    TaskGraph graph(*runtime);
+    ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok());
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
+    ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  }
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, static_cast<float>(kBursts));
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_EQ(stats.launches, static_cast<std::uint64_t>(kBursts));
+  EXPECT_EQ(stats.relaunches, static_cast<std::uint64_t>(kBursts - 1));
+  EXPECT_EQ(stats.parks, static_cast<std::uint64_t>(kBursts));
+}
+
+// KeepWarm launches a parked worker and keeps a running one from parking
+// while it is called; once the calls stop, the worker parks by itself.
+TEST_F(RuntimeParkGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::microseconds(1000);
+  OPEN_OR_SKIP(runtime, Open(config));
+  auto acc = Upload(*runtime, Filled(64, 0.0f));
+  auto ones = Upload(*runtime, Filled(64, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  ASSERT_EQ(runtime->stats().launches, 0u);
+  ASSERT_TRUE(runtime->KeepWarm().ok());  // parked (never launched): launches
+  EXPECT_EQ(runtime->stats().launches, 1u);
+  // 20 idle periods with a call every 50 us or so. A grid that ignored the
+  // calls would park after each idle period and the next call relaunch it
+  // (about 20 parks); one that heeds them parks only when another context
+  // holds the GPU for a time slice (ctest runs GPU tests side by side).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(runtime->KeepWarm().ok());
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  RuntimeStats stats = runtime->stats();
+  EXPECT_LE(stats.parks, 3u) << "the worker kept parking although KeepWarm was called";
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
+  auto future = runtime->Submit(graph);
+  ASSERT_TRUE(future.ok());
+  ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
+  // Without calls it parks; the next call relaunches it.
+  ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  const std::uint64_t launches = runtime->stats().launches;
+  ASSERT_TRUE(runtime->KeepWarm().ok());
+  EXPECT_EQ(runtime->stats().launches, launches + 1);
+  ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, 1.0f);
+}
+
+// cuCtxSynchronize waits for every kernel, the worker included: it returns
+// because the idle worker parks by itself.
+TEST_F(RuntimeParkGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::microseconds(500);
+  OPEN_OR_SKIP(runtime, Open(config));
+  auto acc = Upload(*runtime, Filled(100, 0.0f));
+  auto ones = Upload(*runtime, Filled(100, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
+  auto first = runtime->Submit(graph);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->Wait().ok());
+  auto synced = std::async(std::launch::async, [] {
+    auto driver = LoadCudaDriver();
+    if (!driver.ok()) return std::string("no driver");
+    CUdevice dev = 0;
+    CUcontext ctx = nullptr;
+    (*driver)->cuDeviceGet(&dev, 0);
+    (*driver)->cuDevicePrimaryCtxRetain(&ctx, dev);
+    (*driver)->cuCtxSetCurrent(ctx);
+    const CUresult result = (*driver)->cuCtxSynchronize();
+    (*driver)->cuDevicePrimaryCtxRelease(dev);
+    return result == CUDA_SUCCESS ? std::string() : std::string("cuCtxSynchronize failed");
+  });
+  ASSERT_EQ(synced.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "cuCtxSynchronize did not return: the worker did not park";
+  EXPECT_EQ(synced.get(), "");
+  // The runtime still works afterwards (relaunch).
+  auto second = runtime->Submit(graph);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(second->Wait().ok());
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, 2.0f);
+}
+
+// Blocks exit one by one when the grid parks, and those gone never come
+// back. A submission that arrives while a grid parks runs on the blocks
+// still there; they must leave once it is done (ShouldPark, queue_worker.cu),
+// so that the next Submit launches a whole grid. Before they did, calls that
+// each waited for their results never let them idle long enough to park:
+// a process ran mlp batch 1 on 5 of 132 blocks for all of its 210 calls.
+// Here each round waits a little less or more than idle_park after the
+// previous round's last call (so some rounds' first call lands while the
+// grid parks), makes 8 more calls, and records which blocks ran the tiles of
+// its last call: every round's last call must have run on most of the grid.
+TEST_F(RuntimeParkGpuTest, GridThatBeganToParkLeavesOnceDrained) {
+  constexpr unsigned int kBlocks = 16;
+  constexpr std::uint32_t kTiles = 256;
+  constexpr int kCallsAfterLanding = 8;
+  RuntimeConfig config;
+  config.blocks = kBlocks;
+  config.idle_park = std::chrono::microseconds(100);
+  config.trace_capacity = kBlocks * 32768;
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr std::size_t kN = std::size_t{kTiles} * 8192;
+  auto acc = Upload(*runtime, Filled(kN, 0.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(acc.ok() && ones.ok());
+  TaskGraph graph(*runtime);
+  TaskOptions options;
+  options.tiles = kTiles;
+  ASSERT_TRUE(
+      graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}, {}, {}, options).ok());
+  int calls = 0;
+  auto call = [&]() -> std::uint64_t {
+    auto future = runtime->Submit(graph);
+    EXPECT_TRUE(future.ok());
+    if (!future.ok()) return 0;
+    EXPECT_TRUE(future->Wait(std::chrono::seconds(10)).ok());
+    ++calls;
+    return future->sequence();
+  };
+  call();
+  struct Round {
+    int gap_us;
+    std::vector<std::uint64_t> sequences;  // its calls
+    std::vector<std::uint64_t> launches;   // RuntimeStats::launches after each
+  };
+  std::vector<Round> rounds;
+  auto done = std::chrono::steady_clock::now();
+  for (int sweep = 0; sweep < 2; ++sweep) {
+    for (int gap_us = 70; gap_us <= 160; gap_us += 3) {
+      // Spin: sleeping overshoots by tens of microseconds.
+      const auto until = done + std::chrono::microseconds(gap_us);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      Round round{gap_us, {}, {}};
+      for (int i = 0; i <= kCallsAfterLanding; ++i) {
+        round.sequences.push_back(call());
+        round.launches.push_back(runtime->stats().launches);
+      }
+      rounds.push_back(std::move(round));
+      done = std::chrono::steady_clock::now();
+    }
+  }
+  auto out = Download(*runtime, *acc);
+  ASSERT_TRUE(out.ok());
+  for (float v : *out) ASSERT_EQ(v, static_cast<float>(calls));
+  auto events = runtime->TraceEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::map<std::uint64_t, std::set<unsigned int>> blocks_of;
+  for (const TraceEvent& e : *events) {
+    if (e.category == "task") blocks_of[e.sequence].insert(e.block);
+  }
+  // A whole grid runs 256 tiles of about a microsecond each on all 16 blocks;
+  // a grid left with fewer than 12 blocks is one that kept running after it
+  // began to park.
+  std::string failed;
+  for (const Round& round : rounds) {
+    if (blocks_of[round.sequences.back()].size() >= 12) continue;
+    failed += "gap " + std::to_string(round.gap_us) + " us: blocks (launches)";
+    for (std::size_t i = 0; i < round.sequences.size(); ++i) {
+      failed += " " + std::to_string(blocks_of[round.sequences[i]].size()) + " (" +
+                std::to_string(round.launches[i]) + ")";
+    }
+    failed += "\n";
+  }
+  EXPECT_EQ(failed, "") << "rounds whose last call ran on fewer than 12 blocks";
+}
+
+}  // namespace
+}  // namespace gpuos::runtime
