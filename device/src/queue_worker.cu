@@ -853,8 +853,14 @@ __device__ void AnnounceAndFinish(const Queue& q, unsigned long long started_ns,
 // read this round (TryClaimSubmission); the others read host memory here
 // only once they have been idle for idle_park_ns.
 //
-// The grid parks when it has been idle for idle_park_ns with nothing in
-// flight or published. Its blocks exit one by one, and those gone never
+// The grid parks when the block and the queue have been idle for
+// idle_park_ns (QueueDeviceState::last_busy_ns: no claim or completion)
+// with nothing in flight or published. (With the claim alone as the
+// queue's clock, a call longer than idle_park_ns let the blocks it left
+// idle exit at its completion: once blocks left as below, decoder_step
+// unstitched, 340 us a call, parked at every call and took 1704 us,
+// bench/results/experiments/gpu_checks_session26.txt.) Its blocks exit one
+// by one, and those gone never
 // come back; a submission that arrives meanwhile ran on the blocks still
 // there, and calls that each wait for their results never left them idle
 // that long: a process ran mlp batch 1 on 5 of 132 blocks for all its 210
@@ -882,7 +888,7 @@ __device__ __noinline__ bool ShouldPark(const Queue& q, unsigned long long idle_
     if (keep_warm != Volatile(&q.state->keep_warm_seen)) {
       // The host expects work soon (Runtime::KeepWarm): idle from now on.
       StoreVolatile(&q.state->keep_warm_seen, keep_warm);
-      atomicMax(&q.state->last_admit_ns, GlobalTimerNs());
+      atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
     }
   } else {
     stop = Volatile(&q.state->stop_seen) != 0;
@@ -904,8 +910,8 @@ __device__ __noinline__ bool ShouldPark(const Queue& q, unsigned long long idle_
     if (!watch->leaving) {
       const unsigned long long now = GlobalTimerNs();
       if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
-      const unsigned long long last_admit = Volatile(&q.state->last_admit_ns);
-      if (now < last_admit || now - last_admit < q.idle_park_ns) return false;
+      const unsigned long long last_busy = Volatile(&q.state->last_busy_ns);
+      if (now < last_busy || now - last_busy < q.idle_park_ns) return false;
     }
     const bool busy = Volatile(&q.state->in_flight) != 0;
     if (busy || LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -24,7 +25,21 @@ using testing::Download;
 using testing::Filled;
 using testing::Upload;
 
-class RuntimeParkGpuTest : public testing::GpuRuntimeTest {};
+class RuntimeParkGpuTest : public testing::GpuRuntimeTest {
+ protected:
+  // A runtime over add, mul and a test operator `spin` (testing::SpinOps).
+  std::unique_ptr<Runtime> OpenWithSpin(RuntimeConfig config) {
+    config.operators = testing::ElementwiseOps({"add", "mul"});
+    auto spin = testing::SpinOps("spin", "1.0.0", "runtime_park_gpu_test.cpp");
+    if (!spin.ok()) {
+      ADD_FAILURE() << spin.status().ToString();
+      return nullptr;
+    }
+    for (const auto& spec : *spin) config.operators.push_back(spec);
+    config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_park_test_cache.db";
+    return OpenConfig(config);
+  }
+};
 
 // Intermittent load: the worker parks between bursts and is relaunched.
 TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
@@ -213,6 +228,41 @@ TEST_F(RuntimeParkGpuTest, GridThatBeganToParkLeavesOnceDrained) {
     failed += "\n";
   }
   EXPECT_EQ(failed, "") << "rounds whose last call ran on fewer than 12 blocks";
+}
+
+// Calls longer than idle_park, one after the other, keep the grid: the
+// blocks a call leaves idle must not count its run as idle time. When the
+// queue's idle clock was the last claim, they exited at each completion, the
+// rest of the grid followed (GridThatBeganToParkLeavesOnceDrained's rule)
+// and every call paid a park and a relaunch: decoder_step unstitched (340 us
+// a call) took 1704 us (bench/results/experiments/gpu_checks_session26.txt).
+TEST_F(RuntimeParkGpuTest, CallsLongerThanIdleParkKeepTheGrid) {
+  RuntimeConfig config;
+  config.blocks = 16;
+  config.idle_park = std::chrono::microseconds(100);
+  OPEN_OR_SKIP(runtime, OpenWithSpin(config));
+  auto out = Upload(*runtime, Filled(64, 0.0f));
+  ASSERT_TRUE(out.ok());
+  TaskGraph graph(*runtime);
+  TaskOptions one_tile;
+  one_tile.tiles = 1;
+  ASSERT_TRUE(
+      graph.Add("spin", DType::kF32, {out->desc}, {{"spin_ns", "300000"}}, {}, one_tile).ok());
+  constexpr int kCalls = 20;
+  std::uint64_t launches_after_first = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(10)).ok());
+    if (i == 0) launches_after_first = runtime->stats().launches;
+  }
+  // A few relaunches are allowed: ctest runs GPU tests side by side, and
+  // another context's time slice counts as idle time on the device clock.
+  const std::uint64_t relaunches = runtime->stats().launches - launches_after_first;
+  EXPECT_LE(relaunches, 3u) << "the grid parked between calls of 300 us (idle_park 100 us)";
+  auto values = Download(*runtime, *out);
+  ASSERT_TRUE(values.ok());
+  for (float v : *values) ASSERT_EQ(v, 1.0f);
 }
 
 }  // namespace

@@ -175,10 +175,14 @@ struct alignas(128) QueueDeviceState {
   unsigned long long pad0[15];
   unsigned long long ready_tail;  // ready-ring entries reserved
   unsigned long long pad1[15];
-  unsigned long long submit_head;    // submissions claimed
-  unsigned long long last_admit_ns;  // %globaltimer when a submission was last claimed
-  unsigned int alive;                // blocks running
-  unsigned int in_flight;            // submissions claimed and not finished
+  unsigned long long submit_head;  // submissions claimed
+  // %globaltimer when a submission was last claimed or completed (or the
+  // host asked to keep warm): the queue's idle clock (ShouldPark). Not the
+  // claim alone: a call longer than idle_park let the blocks it left idle
+  // exit at its completion, and the grid parked at every such call.
+  unsigned long long last_busy_ns;
+  unsigned int alive;      // blocks running
+  unsigned int in_flight;  // submissions claimed and not finished
   unsigned long long pad2[13];
   // `completed` is flushed by idle blocks; the error fields are unused since
   // ABI 4 (errors are per submission: QueueParams::slot_status).

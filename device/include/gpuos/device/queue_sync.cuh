@@ -248,7 +248,7 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   if (head >= tail || head >= claim_below) return kNone;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
   atomicAdd(&q.state->in_flight, 1u);
-  atomicMax(&q.state->last_admit_ns, GlobalTimerNs());
+  atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
   // A hint read before the tail may be older than it: it counts only where
   // it names this very submission (written for it before its tail).
   if (kDirectTiles && LoneHintNames(hint, head + 1)) {
@@ -297,6 +297,10 @@ __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int 
     __threadfence_system();  // the record before the completion
   }
   StoreVolatile(q.done + slot, sequence);
+  // The idle clock restarts before in_flight drops (after the completion,
+  // which the host is waiting for). Unfenced: a block that sees in_flight
+  // at 0 and still the older time may park early (performance only).
+  atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
   atomicSub(&q.state->in_flight, 1u);
 }
 
