@@ -63,6 +63,7 @@ GPU_COUNTS = {"warmup": 20, "rounds": 40, "block": 10, "block_warmup": 2}
 SMOKE_COUNTS = {"warmup": 1, "rounds": 2, "block": 2, "block_warmup": 0}
 GPUOS_COUNTERS = ("submissions", "compiled_calls", "split_calls", "eager_calls", "tasks",
                   "traces", "guard_misses", "worker_launches", "direct_submissions")
+GPUOS_COMPILED = ("gpuos_compile", "gpuos_unstitched")  # their rows count gpuos's work
 # The runtimes' own counters (gpuos.stats()["runtimes"], summed over devices):
 # grids launched (a parked worker relaunched) and lone tiled submissions run
 # as direct tiles (docs/runtime.md).
@@ -196,7 +197,9 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
         for r in range(counts["rounds"]):
             shift = r % len(live) if live else 0
             for v in live[shift:] + live[:shift]:
-                before = _gpuos_counters() if v.name == "gpuos_compile" else None
+                # Both gpuos variants: worker_launches per block showed no
+                # park inside calls until session 26's decoder_step unstitched.
+                before = _gpuos_counters() if v.name in GPUOS_COMPILED else None
                 for _ in range(counts["block_warmup"]):
                     v.call()
                 _sync(device)
