@@ -31,15 +31,8 @@ class RuntimeDiagnosticsTest : public testing::GpuRuntimeTest {
  protected:
   // A runtime over add, mul and this file's test operators.
   std::unique_ptr<Runtime> Open(RuntimeConfig config) {
-    config.operators = testing::ElementwiseOps({"add", "mul"});
-    auto spin = testing::SpinOps("spin", "1.2.0", "runtime_errors_gpu_test.cpp");
-    if (!spin.ok()) {
-      ADD_FAILURE() << spin.status().ToString();
-      return nullptr;
-    }
-    for (const auto& spec : *spin) config.operators.push_back(spec);
-    config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_errors_test_cache.db";
-    return OpenConfig(config);
+    return OpenWithSpin(config, "spin", "1.2.0", "runtime_errors_gpu_test.cpp",
+                        "runtime_errors_test_cache.db");
   }
 };
 

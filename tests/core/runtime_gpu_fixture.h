@@ -27,6 +27,22 @@ class GpuRuntimeTest : public ::testing::Test {
     Note(skip, error);
     return runtime;
   }
+  // A runtime over add, mul and the test operator `spin_name` (SpinOps,
+  // `version`, `origin` naming the test file), cached in the build tree's
+  // `cache_file`; the rest of `config` as given.
+  std::unique_ptr<Runtime> OpenWithSpin(RuntimeConfig config, const std::string& spin_name,
+                                        const std::string& version, const std::string& origin,
+                                        const std::string& cache_file) {
+    config.operators = ElementwiseOps({"add", "mul"});
+    auto spin = SpinOps(spin_name, version, origin);
+    if (!spin.ok()) {
+      ADD_FAILURE() << spin.status().ToString();
+      return nullptr;
+    }
+    for (const auto& spec : *spin) config.operators.push_back(spec);
+    config.repository_path = std::string(GPUOS_BINARY_DIR) + "/" + cache_file;
+    return OpenConfig(config);
+  }
   std::string skip_;  // why the GPU part cannot run here; empty on a GPU
 
  private:

@@ -25,21 +25,7 @@ using testing::Download;
 using testing::Filled;
 using testing::Upload;
 
-class RuntimeParkGpuTest : public testing::GpuRuntimeTest {
- protected:
-  // A runtime over add, mul and a test operator `spin` (testing::SpinOps).
-  std::unique_ptr<Runtime> OpenWithSpin(RuntimeConfig config) {
-    config.operators = testing::ElementwiseOps({"add", "mul"});
-    auto spin = testing::SpinOps("spin", "1.0.0", "runtime_park_gpu_test.cpp");
-    if (!spin.ok()) {
-      ADD_FAILURE() << spin.status().ToString();
-      return nullptr;
-    }
-    for (const auto& spec : *spin) config.operators.push_back(spec);
-    config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_park_test_cache.db";
-    return OpenConfig(config);
-  }
-};
+class RuntimeParkGpuTest : public testing::GpuRuntimeTest {};
 
 // Intermittent load: the worker parks between bursts and is relaunched.
 TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
@@ -240,7 +226,8 @@ TEST_F(RuntimeParkGpuTest, CallsLongerThanIdleParkKeepTheGrid) {
   RuntimeConfig config;
   config.blocks = 16;
   config.idle_park = std::chrono::microseconds(100);
-  OPEN_OR_SKIP(runtime, OpenWithSpin(config));
+  OPEN_OR_SKIP(runtime, OpenWithSpin(config, "spin", "1.0.0", "runtime_park_gpu_test.cpp",
+                                     "runtime_park_test_cache.db"));
   auto out = Upload(*runtime, Filled(64, 0.0f));
   ASSERT_TRUE(out.ok());
   TaskGraph graph(*runtime);

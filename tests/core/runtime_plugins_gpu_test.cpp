@@ -30,19 +30,12 @@ class RuntimePluginsGpuTest : public testing::GpuRuntimeTest {
   std::unique_ptr<Runtime> Open(const std::string& scheduler, unsigned int blocks,
                                 unsigned int trace_capacity) {
     RuntimeConfig config;
-    config.operators = testing::ElementwiseOps({"add", "mul"});
-    auto spin = testing::SpinOps("stamp", "1.0.0", "runtime_plugins_gpu_test.cpp");
-    if (!spin.ok()) {
-      ADD_FAILURE() << spin.status().ToString();
-      return nullptr;
-    }
-    for (const auto& spec : *spin) config.operators.push_back(spec);
-    config.repository_path = std::string(GPUOS_BINARY_DIR) + "/runtime_plugins_test_cache.db";
     config.plugin_dirs = {GPUOS_TEST_PLUGIN_DIR};
     if (!scheduler.empty()) config.plugins.scheduler = {scheduler, ""};
     config.blocks = blocks;
     config.trace_capacity = trace_capacity;
-    return OpenConfig(config);
+    return OpenWithSpin(config, "stamp", "1.0.0", "runtime_plugins_gpu_test.cpp",
+                        "runtime_plugins_test_cache.db");
   }
 };
 
