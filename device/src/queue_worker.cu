@@ -802,7 +802,8 @@ struct ParkWatch {
   unsigned long long run_until = 0;
 };
 
-// Whether this block may claim submission `head` (TryClaimSubmission).
+// The submissions this block may claim: those below the returned index
+// (TryClaimSubmission's claim_below).
 __device__ __forceinline__ unsigned long long ClaimBelow(const ParkWatch& watch) {
   return watch.announced ? watch.run_until : ~0ull;
 }
@@ -855,23 +856,22 @@ __device__ void AnnounceAndFinish(const Queue& q, unsigned long long started_ns,
 //
 // The grid parks when the block and the queue have been idle for
 // idle_park_ns (QueueDeviceState::last_busy_ns: no claim or completion)
-// with nothing in flight or published. (With the claim alone as the
-// queue's clock, a call longer than idle_park_ns let the blocks it left
-// idle exit at its completion: once blocks left as below, decoder_step
-// unstitched, 340 us a call, parked at every call and took 1704 us,
-// bench/results/experiments/gpu_checks_session26.txt.) Its blocks exit one
-// by one, and those gone never
-// come back; a submission that arrives meanwhile ran on the blocks still
-// there, and calls that each wait for their results never left them idle
-// that long: a process ran mlp batch 1 on 5 of 132 blocks for all its 210
-// calls (device span 54 us against 9; bench/results/experiments/
-// gpu_checks_session26.txt). So once a block of its grid has exited
-// (watch->leaving), an idle block leaves at once unless it is the last,
-// and the last announces the park at once (AnnounceAndFinish) instead of
-// waiting for the queue to drain: the host's next call came before it
-// looked (runtime_park_gpu_test.cpp). The grid the host then launches
-// waits behind it on the worker's stream (docs/runtime.md, "Parking and
-// relaunch").
+// with nothing in flight or published. Its blocks exit one by one, and
+// those gone never come back; a submission that arrives meanwhile ran on
+// the blocks still there, and calls that each wait for their results never
+// left them idle that long: a process ran mlp batch 1 on 5 of 132 blocks
+// for all its 210 calls (device span 54 us against 9; bench/results/
+// experiments/gpu_checks_session26.txt). So once a block of its grid has
+// exited (watch->leaving), an idle block leaves at once unless it is the
+// last, and the last announces the park at once (AnnounceAndFinish)
+// instead of waiting for the queue to drain: the host's next call came
+// before it looked (runtime_park_gpu_test.cpp). The grid the host then
+// launches waits behind it on the worker's stream (docs/runtime.md,
+// "Parking and relaunch"). With the claim alone as the queue's clock, a
+// call longer than idle_park_ns let the blocks it left idle exit at its
+// completion, and with this rule the whole grid followed: decoder_step
+// unstitched (340 us a call) parked at every call and took 1704 us (same
+// file).
 //
 // Not inlined: only idle blocks call it, and inlined it left the worker 84
 // bytes of spill stores against 32 (ptxas -v).

@@ -133,15 +133,16 @@ TEST_F(RuntimeParkGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
 
 // Blocks exit one by one when the grid parks, and those gone never come
 // back. A submission that arrives while a grid parks runs on the blocks
-// still there; they must leave once it is done (ShouldPark, queue_worker.cu),
-// so that the next Submit launches a whole grid. Before they did, calls that
-// each waited for their results never let them idle long enough to park:
-// a process ran mlp batch 1 on 5 of 132 blocks for all of its 210 calls.
+// still there; they must leave (the last one once it has run what it saw:
+// ShouldPark, queue_worker.cu), so that the next Submit launches a whole
+// grid. Before they did, calls that each waited for their results never let
+// them idle long enough to park: a process ran mlp batch 1 on 5 of 132
+// blocks for all of its 210 calls.
 // Here each round waits a little less or more than idle_park after the
 // previous round's last call (so some rounds' first call lands while the
 // grid parks), makes 8 more calls, and records which blocks ran the tiles of
 // its last call: every round's last call must have run on most of the grid.
-TEST_F(RuntimeParkGpuTest, GridThatBeganToParkLeavesOnceDrained) {
+TEST_F(RuntimeParkGpuTest, GridThatBeganToParkGivesWayToAWholeGrid) {
   constexpr unsigned int kBlocks = 16;
   constexpr std::uint32_t kTiles = 256;
   constexpr int kCallsAfterLanding = 8;
@@ -219,7 +220,7 @@ TEST_F(RuntimeParkGpuTest, GridThatBeganToParkLeavesOnceDrained) {
 // Calls longer than idle_park, one after the other, keep the grid: the
 // blocks a call leaves idle must not count its run as idle time. When the
 // queue's idle clock was the last claim, they exited at each completion, the
-// rest of the grid followed (GridThatBeganToParkLeavesOnceDrained's rule)
+// rest of the grid followed (GridThatBeganToParkGivesWayToAWholeGrid's rule)
 // and every call paid a park and a relaunch: decoder_step unstitched (340 us
 // a call) took 1704 us (bench/results/experiments/gpu_checks_session26.txt).
 TEST_F(RuntimeParkGpuTest, CallsLongerThanIdleParkKeepTheGrid) {

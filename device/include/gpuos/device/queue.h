@@ -199,8 +199,8 @@ struct alignas(128) QueueDeviceState {
   unsigned int pollers_alive;
   unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
   // Low 32 bits of the generation of the last grid a block of which exited
-  // (parked): the blocks of that grid still running leave once it drains
-  // (queue_worker.cu, ShouldPark).
+  // (parked): the other blocks of that grid leave when idle, the last one
+  // once it has run what it saw (queue_worker.cu, ShouldPark).
   unsigned int parking_generation;
   unsigned long long direct_submissions;  // completed as direct tiles (QueueControl mirrors it)
   unsigned long long pad3[10];
