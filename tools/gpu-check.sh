@@ -19,7 +19,9 @@
 #                     (GPUOS_SANITIZE_FILTER, default every test) and racecheck
 #                     (GPUOS_RACECHECK_FILTER, default all but the chain of
 #                     thousands and the 400 rounds of re-claimed tiles: 148 s
-#                     under racecheck); log in $OUT/sanitizer.log. Errors, hazards,
+#                     under racecheck), and, with neither filter set, the park
+#                     and relaunch test of core_runtime_park_gpu_test under
+#                     both; log in $OUT/sanitizer.log. Errors, hazards,
 #                     failed or skipped tests, or a timeout (GPUOS_SANITIZE_TIMEOUT
 #                     seconds per tool, default 180) fail the run. On by default
 #                     (about 75 s on an H200) unless --targets leaves out
@@ -86,16 +88,49 @@ if [[ -f "$DEPS_DIR/debs/MANIFEST" ]]; then
   tail -1 "$OUT/deps.log"
 fi
 
-# core_runtime_gpu_test under compute-sanitizer's memcheck and racecheck.
-# The persistent worker is launched with the driver API from an image that
+# core_runtime_gpu_test (and a park test) under compute-sanitizer's memcheck
+# and racecheck. The persistent worker is launched with the driver API from an image that
 # NVRTC and nvJitLink built at run time; the tool instruments it when it is
 # loaded (cuModuleLoadData) like any other module. racecheck tracks every
 # shared-memory access of the polling worker and is far slower than
 # memcheck (H200, 025c67c: memcheck 3 s for all 8 tests; racecheck 69 s for 7,
 # 61 s of it QueueFullBackpressure): it leaves out the chain of thousands.
 RACECHECK_DEFAULT_FILTER="-RuntimeGpuTest.ChainOfThousandsOfDependentTasks:RuntimeGpuTest.ReclaimedTilesStayInTheirSubmission"
+# core_runtime_park_gpu_test's test of parking and relaunching (both tools;
+# its other tests count blocks or relaunches against the clock, which the
+# tools slow down). Run when no GPUOS_*_FILTER narrows the run.
+PARK_SANITIZE_FILTER="RuntimeParkGpuTest.ParkAndRelaunchUnderIntermittentLoad"
+# One tool over one test binary: appends to the log, prints a summary line;
+# non-zero when the tool found errors, the tests failed or were skipped, or
+# it timed out.
+sanitize_one() {
+  local tool_path="$1" tool="$2" test_bin="$3" filter="$4" log="$5" part="$6" rc
+  local t0=$SECONDS
+  timeout --kill-after=10 "${GPUOS_SANITIZE_TIMEOUT:-180}" \
+    "$tool_path" --tool "$tool" --error-exitcode 99 --print-limit 50 \
+    "$test_bin" --gtest_filter="$filter" >"$part" 2>&1
+  rc=$?
+  { echo "=== $tool ($tool_path) $(basename "$test_bin"), --gtest_filter='$filter': exit $rc after $((SECONDS - t0)) s"
+    cat "$part"; } >>"$log"
+  # "ERROR SUMMARY: N errors"; gtest's "[  PASSED  ] N tests." and skips.
+  local summary passed skipped
+  summary="$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$part" | tail -1 | sed 's/^=* *//')"
+  passed="$(grep -E "^\[  PASSED  \]" "$part" | tail -1)"
+  skipped="$(grep -cE "^\[  SKIPPED \] [A-Za-z]" "$part")"
+  echo "$tool $(basename "$test_bin"): exit $rc after $((SECONDS - t0)) s; ${summary:-no summary}; ${passed:-not all passed}; $skipped skipped"
+  case $rc in
+    0) ;;
+    124|137) echo "$tool: TIMED OUT (GPUOS_SANITIZE_TIMEOUT=${GPUOS_SANITIZE_TIMEOUT:-180})"; return 1 ;;
+    99) echo "$tool: REPORTED ERRORS (see sanitizer.log)"; return 1 ;;
+    *) echo "$tool: the tests FAILED under the tool (exit $rc)"; return 1 ;;
+  esac
+  # A skipped test checked nothing (no device seen under the tool?).
+  if [[ $skipped -ne 0 ]]; then echo "$tool: tests SKIPPED under the tool"; return 1; fi
+  return 0
+}
 sanitize() {
-  local tool_path test_bin="$BUILD_DIR/bin/core_runtime_gpu_test" failed=0 tool filter rc
+  local tool_path test_bin="$BUILD_DIR/bin/core_runtime_gpu_test" failed=0 tool filter
+  local park_bin="$BUILD_DIR/bin/core_runtime_park_gpu_test"
   local log="$OUT/sanitizer.log" part="$BUILD_DIR/sanitizer-part.log"
   tool_path="$(command -v compute-sanitizer || true)"
   local candidate
@@ -112,33 +147,24 @@ sanitize() {
     echo "SANITIZER NOT RUN: $test_bin not built" | tee -a "$log"
     return 1
   fi
+  local with_park=0
+  if [[ -z "${GPUOS_SANITIZE_FILTER:-}${GPUOS_RACECHECK_FILTER:-}" ]]; then
+    if [[ -x "$park_bin" ]]; then
+      with_park=1
+    else
+      echo "sanitizer: $park_bin not built; its park test not sanitized" | tee -a "$log"
+    fi
+  fi
   for tool in memcheck racecheck; do
     if [[ $tool == memcheck ]]; then
       filter="${GPUOS_SANITIZE_FILTER:-*}"
     else
       filter="${GPUOS_RACECHECK_FILTER:-$RACECHECK_DEFAULT_FILTER}"
     fi
-    local t0=$SECONDS
-    timeout --kill-after=10 "${GPUOS_SANITIZE_TIMEOUT:-180}" \
-      "$tool_path" --tool "$tool" --error-exitcode 99 --print-limit 50 \
-      "$test_bin" --gtest_filter="$filter" >"$part" 2>&1
-    rc=$?
-    { echo "=== $tool ($tool_path), --gtest_filter='$filter': exit $rc after $((SECONDS - t0)) s"
-      cat "$part"; } >>"$log"
-    # "ERROR SUMMARY: N errors"; gtest's "[  PASSED  ] N tests." and skips.
-    local summary passed skipped
-    summary="$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$part" | tail -1 | sed 's/^=* *//')"
-    passed="$(grep -E "^\[  PASSED  \]" "$part" | tail -1)"
-    skipped="$(grep -cE "^\[  SKIPPED \] [A-Za-z]" "$part")"
-    echo "$tool: exit $rc after $((SECONDS - t0)) s; ${summary:-no summary}; ${passed:-not all passed}; $skipped skipped"
-    case $rc in
-      0) ;;
-      124|137) echo "$tool: TIMED OUT (GPUOS_SANITIZE_TIMEOUT=${GPUOS_SANITIZE_TIMEOUT:-180})"; failed=1 ;;
-      99) echo "$tool: REPORTED ERRORS (see sanitizer.log)"; failed=1 ;;
-      *) echo "$tool: the tests FAILED under the tool (exit $rc)"; failed=1 ;;
-    esac
-    # A skipped test checked nothing (no device seen under the tool?).
-    if [[ $rc -eq 0 && $skipped -ne 0 ]]; then echo "$tool: tests SKIPPED under the tool"; failed=1; fi
+    sanitize_one "$tool_path" "$tool" "$test_bin" "$filter" "$log" "$part" || failed=1
+    if [[ $with_park -eq 1 ]]; then
+      sanitize_one "$tool_path" "$tool" "$park_bin" "$PARK_SANITIZE_FILTER" "$log" "$part" || failed=1
+    fi
   done
   return $failed
 }
