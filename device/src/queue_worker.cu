@@ -872,13 +872,10 @@ __device__ void AnnounceAndFinish(const Queue& q, unsigned long long started_ns,
 // completion, and with this rule the whole grid followed: decoder_step
 // unstitched (340 us a call) parked at every call and took 1704 us (same
 // file).
-//
-// Not inlined: only idle blocks call it, and inlined it left the worker 84
-// bytes of spill stores against 32 (ptxas -v).
-__device__ __noinline__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
-                                        unsigned long long started_ns, long long started_clock,
-                                        unsigned int max_pollers, unsigned long long host_flags,
-                                        unsigned int idle_rounds, bool* poller, ParkWatch* watch) {
+__device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
+                           unsigned long long started_ns, long long started_clock,
+                           unsigned int max_pollers, unsigned long long host_flags,
+                           unsigned int idle_rounds, bool* poller, ParkWatch* watch) {
   bool stop;
   if (*poller) {
     const unsigned long long words = host_flags;
@@ -912,35 +909,30 @@ __device__ __noinline__ bool ShouldPark(const Queue& q, unsigned long long idle_
       if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
       const unsigned long long last_busy = Volatile(&q.state->last_busy_ns);
       if (now < last_busy || now - last_busy < q.idle_park_ns) return false;
-    }
-    const bool busy = Volatile(&q.state->in_flight) != 0;
-    if (busy || LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {
-      if (watch->leaving) {
-        if (LeaveUnlessLast(q)) return true;
-        AnnounceAndFinish(q, started_ns, started_clock, poller, watch);
+      const bool busy = Volatile(&q.state->in_flight) != 0;
+      if (busy || LoadAcquireSys(&q.control->submit_tail) != Volatile(&q.state->submit_head)) {
+        // Work waits and the pollers may have parked: poll for it, unless
+        // enough pollers run (QueueDeviceState::pollers_alive says why).
+        if (!busy && !*poller) {
+          if (atomicAdd(&q.state->pollers_alive, 1u) < max_pollers) {
+            *poller = true;
+          } else {
+            atomicSub(&q.state->pollers_alive, 1u);
+          }
+        }
         return false;
       }
-      // Work waits and the pollers may have parked: poll for it, unless
-      // enough pollers run (QueueDeviceState::pollers_alive says why).
-      if (!busy && !*poller) {
-        if (atomicAdd(&q.state->pollers_alive, 1u) < max_pollers) {
-          *poller = true;
-        } else {
-          atomicSub(&q.state->pollers_alive, 1u);
-        }
-      }
-      return false;
     }
   }
+  // Leaving, drained, or stopped.
   StoreVolatile(&q.state->parking_generation, static_cast<unsigned int>(q.generation));
-  if (atomicSub(&q.state->alive, 1u) != 1u) return true;
   if (stop) {
-    AnnouncePark(q, started_ns, started_clock);
+    if (atomicSub(&q.state->alive, 1u) == 1u) AnnouncePark(q, started_ns, started_clock);
     return true;
   }
-  atomicAdd(&q.state->alive, 1u);
+  if (LeaveUnlessLast(q)) return true;
   AnnounceAndFinish(q, started_ns, started_clock, poller, watch);
-  return false;  // it leaves at its next idle round if nothing came
+  return false;  // it leaves once it has run what it saw (nothing, if drained)
 }
 
 }  // namespace
