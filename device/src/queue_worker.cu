@@ -56,6 +56,10 @@ using namespace gpuos::device::queue;  // NOLINT: the worker's own helpers
 constexpr unsigned int kWindow = 16;  // task descriptors cached per block
 // An idle block's longest nap while a submission is in flight.
 constexpr unsigned int kBusyIdleSleepNs = 256;
+// How long after the queue first looked drained and idle a block looks again
+// before it parks (ShouldPark): longer than a claim's or a completion's
+// unfenced updates take to land.
+constexpr unsigned int kParkRecheckNs = 2000;
 // A helper from the help board reads its submission's slot and claims its
 // first tile while its window loads (0: in TakeHelperTicket and after the
 // window, one round trip each, as before; an experiment:
@@ -794,12 +798,18 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 struct ParkWatch {
   // A block of this grid has exited (QueueDeviceState::parking_generation,
   // looked at every 8th idle round).
-  bool leaving = false;
+  bool leaving;
   // This block, the last one running, has announced the park: it runs what
   // is in flight and the submissions published by then (below run_until)
   // and leaves. Every later Submit sees the park and launches a new grid.
-  bool announced = false;
-  unsigned long long run_until = 0;
+  bool announced;
+  unsigned long long run_until;
+  // The queue looked drained and idle (ShouldPark) at drained_at, with the
+  // idle clock at drained_busy (both the low 32 bits of ns: 4.3 s wrap).
+  // The block parks only if a look at least kParkRecheckNs later sees the
+  // same clock: see ShouldPark.
+  unsigned int drained_at;
+  unsigned int drained_busy;
 };
 
 // The submissions this block may claim: those below the returned index
@@ -922,6 +932,24 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
         }
         return false;
       }
+      // A claim and a completion each move in_flight and the idle clock
+      // with two unfenced atomics, so one look can see the queue drained
+      // with the clock not yet moved. With one look, decoder_step unstitched
+      // (132 blocks, calls of 300 us back to back) relaunched the grid 97
+      // times in 480 calls and ran some calls on 1 to 3 blocks (p90 3147 us
+      // against a median of 350); looking twice, 13 times, p90 339 us
+      // (bench/results/experiments/gpu_checks_session27.txt). So a block
+      // parks only when a second look, kParkRecheckNs later, sees the same
+      // clock.
+      const unsigned int busy_low = static_cast<unsigned int>(last_busy);
+      const unsigned int now_low = static_cast<unsigned int>(now);
+      if (watch->drained_busy != busy_low || now_low - watch->drained_at < kParkRecheckNs) {
+        if (watch->drained_busy != busy_low) {
+          watch->drained_busy = busy_low;
+          watch->drained_at = now_low;
+        }
+        return false;
+      }
     }
   }
   // Leaving, drained, or stopped.
@@ -954,6 +982,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
   __shared__ unsigned long long slot_gate_word;
+  // Thread 0's; in shared memory, as it is read only on the idle path and
+  // at claims: in registers, with its drained_* fields, the worker spilled
+  // 24 B; here it spills none and takes 210 registers (ptxas -v, sm_90).
+  __shared__ ParkWatch park_watch;
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
@@ -973,6 +1005,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
   if (threadIdx.x == 0) {
+    park_watch = ParkWatch{};  // all clear
     recorder.Begin(q);
     direct_seen = DirectBoardSequence(DecodeDirectBoard(Volatile(&q.state->direct_board)).sequence,
                                       Volatile(&q.state->submit_head));
@@ -981,7 +1014,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // others every 8th idle round. A last block that resumes after parking
   // becomes a poller.
   bool poller = blockIdx.x < params.pollers;
-  ParkWatch park_watch;  // thread 0's
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {
     if (threadIdx.x == 0) {

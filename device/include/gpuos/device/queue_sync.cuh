@@ -298,8 +298,8 @@ __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int 
   }
   StoreVolatile(q.done + slot, sequence);
   // The idle clock restarts before in_flight drops (after the completion,
-  // which the host is waiting for). Unfenced: a block that sees in_flight
-  // at 0 and still the older time may park early (performance only).
+  // which the host is waiting for). Unfenced: a block may see in_flight at
+  // 0 and still the older time; ShouldPark looks twice before it parks.
   atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
   atomicSub(&q.state->in_flight, 1u);
 }
