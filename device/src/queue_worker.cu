@@ -934,13 +934,13 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
       }
       // A claim and a completion each move in_flight and the idle clock
       // with two unfenced atomics, so one look can see the queue drained
-      // with the clock not yet moved. With one look, decoder_step unstitched
-      // (132 blocks, calls of 300 us back to back) relaunched the grid 97
-      // times in 480 calls and ran some calls on 1 to 3 blocks (p90 3147 us
-      // against a median of 350); looking twice, 13 times, p90 339 us
-      // (bench/results/experiments/gpu_checks_session27.txt). So a block
-      // parks only when a second look, kParkRecheckNs later, sees the same
-      // clock.
+      // with the clock not yet moved, and the grid then parks between calls.
+      // A block parks only when a second look, kParkRecheckNs later, sees
+      // the same clock. (decoder_step unstitched relaunched the grid inside
+      // its blocks of calls about 84 times in 480 calls with one look on one
+      // instance, p90 3147 us; a same-instance A/B on another instance showed
+      // no such relaunches with either rule, so that this rule removed them
+      // is not shown: bench/results/experiments/gpu_checks_session27.txt.)
       const unsigned int busy_low = static_cast<unsigned int>(last_busy);
       const unsigned int now_low = static_cast<unsigned int>(now);
       if (watch->drained_busy != busy_low || now_low - watch->drained_at < kParkRecheckNs) {

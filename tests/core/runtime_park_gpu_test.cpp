@@ -223,11 +223,11 @@ TEST_F(RuntimeParkGpuTest, GridThatBeganToParkGivesWayToAWholeGrid) {
 // rest of the grid followed (GridThatBeganToParkGivesWayToAWholeGrid's rule)
 // and every call paid a park and a relaunch: decoder_step unstitched (340 us
 // a call) took 1704 us (bench/results/experiments/gpu_checks_session26.txt).
-// Run on the full grid (every idle block looks). It passes on 78edf39's
-// worker too: the relaunches decoder_step unstitched still had there (97 of
-// its 480 calls; one look at the queue could see it drained and idle while a
-// claim's or completion's updates were landing, and a block parked; fixed by
-// looking twice) did not show here (gpu_checks_session27.txt).
+// Run on the full grid (every idle block looks). It passes with 78edf39's
+// one look at the queue and with ef8b44e's two alike: neither it nor a
+// same-instance A/B of decoder_step unstitched reproduced the relaunches
+// inside blocks of calls that one instance showed with one look
+// (bench/results/experiments/gpu_checks_session27.txt).
 TEST_F(RuntimeParkGpuTest, CallsLongerThanIdleParkKeepTheGrid) {
   RuntimeConfig config;  // blocks: one per SM
   config.idle_park = std::chrono::microseconds(100);
