@@ -43,11 +43,13 @@ namespace {
 
 using gpuos::device::DecodeDirectBoard;
 using gpuos::device::DirectBoardSequence;
+using gpuos::device::DrainedLook;
 using gpuos::device::kHelpBoardWords;
 using gpuos::device::kMaxTaskTensors;
 using gpuos::device::kNoDependencyCounter;
 using gpuos::device::NodeState;
 using gpuos::device::OpCall;
+using gpuos::device::SecondLookConfirms;
 using gpuos::device::Submission;
 using gpuos::device::TaskDesc;
 using gpuos::device::TensorDesc;
@@ -56,10 +58,6 @@ using namespace gpuos::device::queue;  // NOLINT: the worker's own helpers
 constexpr unsigned int kWindow = 16;  // task descriptors cached per block
 // An idle block's longest nap while a submission is in flight.
 constexpr unsigned int kBusyIdleSleepNs = 256;
-// How long after the queue first looked drained and idle a block looks again
-// before it parks (ShouldPark): longer than a claim's or a completion's
-// unfenced updates take to land.
-constexpr unsigned int kParkRecheckNs = 2000;
 // A helper from the help board reads its submission's slot and claims its
 // first tile while its window loads (0: in TakeHelperTicket and after the
 // window, one round trip each, as before; an experiment:
@@ -804,12 +802,9 @@ struct ParkWatch {
   // and leaves. Every later Submit sees the park and launches a new grid.
   bool announced;
   unsigned long long run_until;
-  // The queue looked drained and idle (ShouldPark) at drained_at, with the
-  // idle clock at drained_busy (both the low 32 bits of ns: 4.3 s wrap).
-  // The block parks only if a look at least kParkRecheckNs later sees the
-  // same clock: see ShouldPark.
-  unsigned int drained_at;
-  unsigned int drained_busy;
+  // The first look that saw the queue drained and idle with the current
+  // idle clock (queue.h, SecondLookConfirms).
+  DrainedLook drained;
 };
 
 // The submissions this block may claim: those below the returned index
@@ -932,22 +927,14 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
         }
         return false;
       }
-      // A claim and a completion each move in_flight and the idle clock
-      // with two unfenced atomics, so one look can see the queue drained
-      // with the clock not yet moved, and the grid then parks between calls.
-      // A block parks only when a second look, kParkRecheckNs later, sees
-      // the same clock. (decoder_step unstitched relaunched the grid inside
-      // its blocks of calls about 84 times in 480 calls with one look on one
-      // instance, p90 3147 us; a same-instance A/B on another instance showed
-      // no such relaunches with either rule, so that this rule removed them
-      // is not shown: bench/results/experiments/gpu_checks_session27.txt.)
-      const unsigned int busy_low = static_cast<unsigned int>(last_busy);
-      const unsigned int now_low = static_cast<unsigned int>(now);
-      if (watch->drained_busy != busy_low || now_low - watch->drained_at < kParkRecheckNs) {
-        if (watch->drained_busy != busy_low) {
-          watch->drained_busy = busy_low;
-          watch->drained_at = now_low;
-        }
+      // Park on a second look only (queue.h, SecondLookConfirms). With
+      // one look, decoder_step unstitched relaunched the grid inside its
+      // blocks of calls about 84 times in 480 calls on one instance (p90
+      // 3147 us); a same-instance A/B on another instance showed no such
+      // relaunches with either rule, so that this rule removed them is not
+      // shown (bench/results/experiments/gpu_checks_session27.txt).
+      if (!SecondLookConfirms(&watch->drained, static_cast<unsigned int>(last_busy),
+                              static_cast<unsigned int>(now))) {
         return false;
       }
     }
@@ -983,7 +970,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ __align__(16) Submission slot_record;
   __shared__ unsigned long long slot_gate_word;
   // Thread 0's; in shared memory, as it is read only on the idle path and
-  // at claims: in registers, with its drained_* fields, the worker spilled
+  // at claims: in registers, with its `drained` look, the worker spilled
   // 24 B; here it spills none and takes 210 registers (ptxas -v, sm_90).
   __shared__ ParkWatch park_watch;
   const Queue q = Unpack(params);

@@ -1,7 +1,7 @@
 // The queue's ring slot (device/queue.h, docs/runtime.md "The queue"): its
 // size, the room a small graph has in it, where its gate word is, and the
-// word count the host and the worker both use for an inline graph. No GPU
-// needed.
+// word count the host and the worker both use for an inline graph, and an
+// idle block's looks before it parks. No GPU needed.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -104,6 +104,34 @@ TEST(QueueLayoutTest, DirectBoardWordGrowsWithItsSequence) {
     newer.slot_words = 0;
     EXPECT_GT(EncodeDirectBoard(newer), EncodeDirectBoard(older)) << sequence;
   }
+}
+
+// The worker parks on a second look only (SecondLookConfirms): the first
+// look with a clock never parks, a look kParkRecheckNs or more after it with
+// the same clock does, a moved clock starts over.
+TEST(QueueParkLookTest, ParksOnlyOnASecondLookWithTheSameClock) {
+  DrainedLook look{};
+  EXPECT_FALSE(SecondLookConfirms(&look, 5000, 300000)) << "the first look parked";
+  EXPECT_FALSE(SecondLookConfirms(&look, 5000, 300000 + kParkRecheckNs - 1)) << "too soon";
+  EXPECT_TRUE(SecondLookConfirms(&look, 5000, 300000 + kParkRecheckNs));
+  // A claim or a completion moved the clock between the looks: start over.
+  EXPECT_FALSE(SecondLookConfirms(&look, 5100, 400000));
+  EXPECT_EQ(look.busy, 5100u);
+  EXPECT_EQ(look.at, 400000u);
+  EXPECT_FALSE(SecondLookConfirms(&look, 5100, 400000 + kParkRecheckNs / 2));
+  EXPECT_TRUE(SecondLookConfirms(&look, 5100, 400000 + 10 * kParkRecheckNs));
+}
+
+// The looks keep the low 32 bits of ns (4.3 s): a first look just before
+// they wrap and a second just after is still that far apart.
+TEST(QueueParkLookTest, TimesWrapAt32Bits) {
+  DrainedLook look{};
+  const unsigned int before_wrap = 0xffffffffu - kParkRecheckNs / 4;
+  EXPECT_FALSE(SecondLookConfirms(&look, 77, before_wrap));
+  const unsigned int soon_after = before_wrap + kParkRecheckNs / 2;  // wrapped
+  ASSERT_LT(soon_after, before_wrap);
+  EXPECT_FALSE(SecondLookConfirms(&look, 77, soon_after)) << "too soon";
+  EXPECT_TRUE(SecondLookConfirms(&look, 77, before_wrap + kParkRecheckNs));
 }
 
 }  // namespace

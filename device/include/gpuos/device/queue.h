@@ -262,6 +262,32 @@ GPUOS_HOST_DEVICE inline unsigned int LoneHintWords(unsigned long long hint) {
   return static_cast<unsigned int>(hint & 0x3ffu);
 }
 
+// An idle block's looks at a queue that seemed drained and idle (the
+// worker's ShouldPark): a claim and a completion each move in_flight and
+// the idle clock (QueueDeviceState::last_busy_ns) with two unfenced
+// atomics, so one look can see the queue drained with the clock not yet
+// moved. The block parks only when a second look, kParkRecheckNs or more
+// after the first, sees the same clock. Times are the low 32 bits of ns
+// (they wrap every 4.3 s; differences are taken modulo 2^32).
+constexpr unsigned int kParkRecheckNs = 2000;
+struct DrainedLook {
+  unsigned int at;    // when the first look with this clock was made
+  unsigned int busy;  // the idle clock it saw
+};
+// A look that saw the queue drained and idle at `now_low` with the clock at
+// `busy_low`: true when an earlier look kParkRecheckNs or more before saw
+// the same clock (park); otherwise false, and a moved clock makes this look
+// the first.
+GPUOS_HOST_DEVICE inline bool SecondLookConfirms(DrainedLook* look, unsigned int busy_low,
+                                                 unsigned int now_low) {
+  if (look->busy != busy_low) {
+    look->busy = busy_low;
+    look->at = now_low;
+    return false;
+  }
+  return now_low - look->at >= kParkRecheckNs;
+}
+
 // QueueDeviceState::direct_board: the sequence (low 42 bits; a reader
 // widens it against one it knows, DirectBoardSequence), how many blocks
 // should help (12 bits: blocks [0, helpers], less the one that claimed it)
