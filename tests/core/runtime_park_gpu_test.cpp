@@ -31,20 +31,34 @@ class RuntimeParkGpuTest : public testing::GpuRuntimeTest {};
 TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
   RuntimeConfig config;
   config.idle_park = std::chrono::microseconds(200);
+  config.trace_capacity = 1u << 14;
   OPEN_OR_SKIP(runtime, Open(config));
   constexpr std::size_t kN = 1000;
   auto acc = Upload(*runtime, Filled(kN, 0.0f));
   auto ones = Upload(*runtime, Filled(kN, 1.0f));
   ASSERT_TRUE(acc.ok() && ones.ok());
   constexpr int kBursts = 6;
+  std::map<std::uint64_t, std::uint64_t> grid_of;  // sequence -> the launch it should run on
   for (int burst = 0; burst < kBursts; ++burst) {
     TaskGraph graph(*runtime);
     ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
     auto future = runtime->Submit(graph);
     ASSERT_TRUE(future.ok());
+    grid_of[future->sequence()] = static_cast<std::uint64_t>(burst) + 1;
     ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
     ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
   }
+  // The trace names the grid that ran each burst: one launch a burst.
+  auto events = runtime->TraceEvents();
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  std::set<std::uint64_t> checked;
+  for (const TraceEvent& e : *events) {
+    const auto expected = grid_of.find(e.sequence);
+    if (e.category != "task" || expected == grid_of.end()) continue;
+    EXPECT_EQ(e.grid, expected->second) << "submission " << e.sequence;
+    checked.insert(e.sequence);
+  }
+  EXPECT_EQ(checked.size(), grid_of.size()) << "bursts without a task record";
   auto out = Download(*runtime, *acc);
   ASSERT_TRUE(out.ok());
   for (float v : *out) ASSERT_EQ(v, static_cast<float>(kBursts));

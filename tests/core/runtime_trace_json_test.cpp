@@ -52,6 +52,7 @@ TEST(ChromeTraceJsonTest, CompleteEventsInMicrosecondsSortedPerBlock) {
   events[0].tile = 1;
   events[0].num_tiles = 4;
   events[0].version = "1.2.0";
+  events[0].grid = 3;
   ChromeTraceProcess process{7, "gpuos device 7 (test)", "worker block"};
   const nlohmann::json trace = Parse(ChromeTraceJson(events, process));
 
@@ -78,6 +79,8 @@ TEST(ChromeTraceJsonTest, CompleteEventsInMicrosecondsSortedPerBlock) {
   EXPECT_EQ(args.at("tile"), 1);
   EXPECT_EQ(args.at("num_tiles"), 4);
   EXPECT_EQ(args.at("version"), "1.2.0");
+  EXPECT_EQ(args.at("grid"), 3);
+  EXPECT_FALSE(complete[0].at("args").contains("grid")) << "grid 0 means not known";
   EXPECT_FALSE(complete[0].at("args").contains("task"));  // unknown: left out
 
   // Metadata names the process and each block that has events.

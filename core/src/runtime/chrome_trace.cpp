@@ -47,6 +47,7 @@ std::string ChromeTraceJson(const std::vector<TraceEvent>& events,
                            {"sequence", e->sequence},
                            {"tile", e->tile},
                            {"num_tiles", e->num_tiles}};
+    if (e->grid != 0) args["grid"] = e->grid;
     if (e->task_index) args["task"] = *e->task_index;
     if (!e->version.empty()) args["version"] = e->version;
     trace_events.push_back({{"ph", "X"},

@@ -60,6 +60,9 @@ Expected<std::vector<TraceEvent>> RuntimeImpl::TraceEvents() const {
       e.task_id = r.task_id;
       e.tile = r.tile;
       e.num_tiles = r.num_tiles;
+      // Records carry the low 32 bits of their grid's generation.
+      e.grid = newest_grid -
+               static_cast<std::uint32_t>(static_cast<std::uint32_t>(newest_grid) - r.generation);
       if (r.op == device::kTraceAdmitOp || r.op == device::kTraceCompleteOp) {
         e.name = r.op == device::kTraceAdmitOp ? "admit" : "complete";
         e.category = "queue";
@@ -70,12 +73,9 @@ Expected<std::vector<TraceEvent>> RuntimeImpl::TraceEvents() const {
           span && r.task_id - span->first_task_id < span->task_count) {
         e.task_index = r.task_id - span->first_task_id;
       }
-      const std::uint64_t grid =
-          newest_grid -
-          static_cast<std::uint32_t>(static_cast<std::uint32_t>(newest_grid) - r.generation);
-      const auto key = std::make_pair(r.op, grid);
+      const auto key = std::make_pair(r.op, e.grid);
       auto name = names.find(key);
-      if (name == names.end()) name = names.emplace(key, OperatorNames(r.op, grid)).first;
+      if (name == names.end()) name = names.emplace(key, OperatorNames(r.op, e.grid)).first;
       e.name = name->second.first;
       e.version = name->second.second;
       events.push_back(std::move(e));

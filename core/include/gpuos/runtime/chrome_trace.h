@@ -20,7 +20,11 @@ struct TraceEvent {
   std::uint64_t start_ns = 0;     // device %globaltimer at the start
   std::uint64_t duration_ns = 0;  // saturates at 0xffffffff (4.29 s)
   std::uint64_t sequence = 0;     // its submission (Future::sequence())
-  std::uint32_t task_id = 0;      // runtime-wide id (device::TaskDesc::task_id)
+  // The worker grid that ran it: its launch number (1, 2, ...; one more at
+  // every launch, QueueParams::generation), so that a trace shows which
+  // submissions a relaunched grid ran. 0: not known.
+  std::uint64_t grid = 0;
+  std::uint32_t task_id = 0;  // runtime-wide id (device::TaskDesc::task_id)
   // Its TaskId in the submitted graph, where the runtime still knows which
   // submission the id belongs to.
   std::optional<std::uint32_t> task_index;
