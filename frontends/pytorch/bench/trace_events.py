@@ -1,6 +1,6 @@
 """Reading the Chrome trace that gpuos.export_trace writes, and timing calls
 the way the benchmark does (diagnostics of frontends/pytorch/bench:
-profile_tasks.py, stitch_profile.py, task_chain_probe.py)."""
+profile_tasks.py, stitch_profile.py, task_chain_probe.py, park_probe.py)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,59 @@ def queue_breakdown(trace_path: str, count: int) -> dict:
         result["blocks_min"] = min(parts["blocks"])
     result["submissions"] = len(parts["device"])
     return result
+
+
+def relaunch_report(calls: list[dict], submissions: dict, idle_park_us: float) -> dict:
+    """Joins the host's record of each call (dicts with round, index, start_ns,
+    end_ns; in call order) with the trace's task records of the same calls'
+    submissions ({sequence: [events]}, one submission a call, in sequence
+    order) and summarizes the relaunches. A call ran on a new grid when its
+    records name a grid above every earlier call's."""
+    sequences = sorted(submissions)[-len(calls):]
+    if len(sequences) != len(calls):
+        raise ValueError(f"{len(calls)} calls but the trace holds {len(sequences)} submissions "
+                         "with task records: raise GPUOS_TORCH_TRACE or make fewer calls")
+    rows, newest_grid, previous_end = [], 0, None
+    for call, sequence in zip(calls, sequences):
+        events = submissions[sequence]
+        grids = {e["args"].get("grid", 0) for e in events}
+        grid = max(grids)
+        start = min(e["ts"] for e in events)
+        row = {"round": call["round"], "index": call["index"], "sequence": sequence,
+               "wall_us": (call["end_ns"] - call["start_ns"]) / 1e3,
+               "gap_us": None if previous_end is None
+               else (call["start_ns"] - previous_end) / 1e3,
+               "grid": grid, "grids": len(grids), "new_grid": grid > newest_grid,
+               "blocks": len({e["tid"] for e in events}),
+               "span_us": max(e["ts"] + e["dur"] for e in events) - start}
+        if 0 in grids:
+            raise ValueError("the trace's records carry no grid (a runtime older than "
+                             "args.grid)")
+        newest_grid = max(newest_grid, grid)
+        previous_end = call["end_ns"]
+        rows.append(row)
+    inside = [r for r in rows if r["index"] > 0]
+    relaunched = [r for r in inside if r["new_grid"]]
+    blocks = [r["blocks"] for r in rows]
+    few = statistics.median(blocks) / 2
+    return {
+        "calls": len(rows),
+        "median_wall_us": statistics.median(r["wall_us"] for r in rows),
+        "median_blocks": statistics.median(blocks),
+        "new_grids": sum(r["new_grid"] for r in rows),
+        "new_grids_at_round_start": sum(r["new_grid"] for r in rows if r["index"] == 0),
+        "new_grids_inside_rounds": len(relaunched),
+        # Inside a round the host waited less than idle_park before these:
+        # the grid should not have parked.
+        "new_grids_after_short_gap": sum(r["gap_us"] < idle_park_us for r in relaunched),
+        "gaps_before_new_grids_us": sorted(round(r["gap_us"], 1) for r in relaunched),
+        "median_gap_inside_rounds_us": (statistics.median(r["gap_us"] for r in inside)
+                                        if inside else None),
+        "calls_on_several_grids": sum(r["grids"] > 1 for r in rows),
+        "calls_on_few_blocks": [{k: r[k] for k in ("round", "index", "wall_us", "blocks")}
+                                for r in rows if r["blocks"] < few],
+        "rows": rows,
+    }
 
 
 def time_calls(fn, inputs, device, calls: int) -> list[float]:
