@@ -63,6 +63,7 @@ def main() -> int:
     inputs = case.make_inputs(device, torch.Generator().manual_seed(0))
     stream = torch.cuda.current_stream(device)
     calls = []
+    counted = ("submissions", "compiled_calls")
     with torch.no_grad():
         if args.variant == "gpuos_unstitched":
             os.environ["GPUOS_STITCH"] = "0"  # read when the first call builds the program
@@ -73,6 +74,7 @@ def main() -> int:
             stream.synchronize()
         finally:
             os.environ.pop("GPUOS_STITCH", None)
+        before = {k: gpuos.stats()[k] for k in counted}
         for r in range(args.rounds):
             for _ in range(args.eager):
                 module(*inputs)
@@ -83,6 +85,13 @@ def main() -> int:
                 stream.synchronize()
                 calls.append({"round": r, "index": i, "start_ns": start,
                               "end_ns": time.perf_counter_ns()})
+    made = {k: gpuos.stats()[k] - before[k] for k in counted}
+    if made != {k: len(calls) for k in counted}:
+        # The report pairs each call with one submission of the trace.
+        print(f"park_probe: {len(calls)} calls made {made['submissions']} submissions and "
+              f"{made['compiled_calls']} compiled calls; the probe needs one compiled "
+              "submission a call", file=sys.stderr)
+        return 1
     path = os.path.join(args.out, "park_probe_trace.json")
     gpuos.export_trace(path)
     report = trace_events.relaunch_report(

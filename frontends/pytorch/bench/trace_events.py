@@ -78,7 +78,9 @@ def relaunch_report(calls: list[dict], submissions: dict, idle_park_us: float) -
     end_ns; in call order) with the trace's task records of the same calls'
     submissions ({sequence: [events]}, one submission a call, in sequence
     order) and summarizes the relaunches. A call ran on a new grid when its
-    records name a grid above every earlier call's."""
+    records name a grid above every earlier call's; `calls_on_few_blocks`
+    lists the calls that ran on fewer than half the median call's blocks (a
+    call a parking grid's last block ran alone shows there)."""
     sequences = sorted(submissions)[-len(calls):]
     if len(sequences) != len(calls):
         raise ValueError(f"{len(calls)} calls but the trace holds {len(sequences)} submissions "
