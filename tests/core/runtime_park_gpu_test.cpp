@@ -21,11 +21,42 @@
 namespace gpuos::runtime {
 namespace {
 
+using testing::DeviceTensor;
 using testing::Download;
 using testing::Filled;
 using testing::Upload;
 
 class RuntimeParkGpuTest : public testing::GpuRuntimeTest {};
+
+// acc (n zeros), ones (n ones) and a graph of one "add" task, acc += ones,
+// of `tiles` tiles (0: the runtime's choice): every call of it adds 1 to
+// each element of acc, so that acc counts the calls that ran.
+struct AddOnes {
+  DeviceTensor acc;
+  DeviceTensor ones;
+  std::unique_ptr<TaskGraph> graph;
+};
+
+Expected<AddOnes> MakeAddOnes(Runtime& runtime, std::size_t n, std::uint32_t tiles = 0) {
+  AddOnes made;
+  GPUOS_ASSIGN_OR_RETURN(made.acc, Upload(runtime, Filled(n, 0.0f)));
+  GPUOS_ASSIGN_OR_RETURN(made.ones, Upload(runtime, Filled(n, 1.0f)));
+  made.graph = std::make_unique<TaskGraph>(runtime);
+  TaskOptions options;
+  if (tiles != 0) options.tiles = tiles;
+  GPUOS_RETURN_IF_ERROR(
+      made.graph
+          ->Add("add", DType::kF32, {made.acc.desc, made.ones.desc, made.acc.desc}, {}, {}, options)
+          .status());
+  return made;
+}
+
+// Every element of acc equals `calls`.
+void ExpectCalls(Runtime& runtime, const AddOnes& add, int calls) {
+  auto out = Download(runtime, add.acc);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (float v : *out) ASSERT_EQ(v, static_cast<float>(calls));
+}
 
 // Intermittent load: the worker parks between bursts and is relaunched.
 TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
@@ -33,16 +64,12 @@ TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
   config.idle_park = std::chrono::microseconds(200);
   config.trace_capacity = 1u << 14;
   OPEN_OR_SKIP(runtime, Open(config));
-  constexpr std::size_t kN = 1000;
-  auto acc = Upload(*runtime, Filled(kN, 0.0f));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
+  auto add = MakeAddOnes(*runtime, 1000);
+  ASSERT_TRUE(add.ok()) << add.status().ToString();
   constexpr int kBursts = 6;
   std::map<std::uint64_t, std::uint64_t> grid_of;  // sequence -> the launch it should run on
   for (int burst = 0; burst < kBursts; ++burst) {
-    TaskGraph graph(*runtime);
-    ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
-    auto future = runtime->Submit(graph);
+    auto future = runtime->Submit(*add->graph);
     ASSERT_TRUE(future.ok());
     grid_of[future->sequence()] = static_cast<std::uint64_t>(burst) + 1;
     ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
@@ -59,9 +86,7 @@ TEST_F(RuntimeParkGpuTest, ParkAndRelaunchUnderIntermittentLoad) {
     checked.insert(e.sequence);
   }
   EXPECT_EQ(checked.size(), grid_of.size()) << "bursts without a task record";
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, static_cast<float>(kBursts));
+  ExpectCalls(*runtime, *add, kBursts);
   const RuntimeStats stats = runtime->stats();
   EXPECT_EQ(stats.launches, static_cast<std::uint64_t>(kBursts));
   EXPECT_EQ(stats.relaunches, static_cast<std::uint64_t>(kBursts - 1));
@@ -74,9 +99,8 @@ TEST_F(RuntimeParkGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
   RuntimeConfig config;
   config.idle_park = std::chrono::microseconds(1000);
   OPEN_OR_SKIP(runtime, Open(config));
-  auto acc = Upload(*runtime, Filled(64, 0.0f));
-  auto ones = Upload(*runtime, Filled(64, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
+  auto add = MakeAddOnes(*runtime, 64);
+  ASSERT_TRUE(add.ok()) << add.status().ToString();
   ASSERT_EQ(runtime->stats().launches, 0u);
   ASSERT_TRUE(runtime->KeepWarm().ok());  // parked (never launched): launches
   EXPECT_EQ(runtime->stats().launches, 1u);
@@ -91,9 +115,7 @@ TEST_F(RuntimeParkGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
   }
   RuntimeStats stats = runtime->stats();
   EXPECT_LE(stats.parks, 3u) << "the worker kept parking although KeepWarm was called";
-  TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
-  auto future = runtime->Submit(graph);
+  auto future = runtime->Submit(*add->graph);
   ASSERT_TRUE(future.ok());
   ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());
   // Without calls it parks; the next call relaunches it.
@@ -102,9 +124,7 @@ TEST_F(RuntimeParkGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
   ASSERT_TRUE(runtime->KeepWarm().ok());
   EXPECT_EQ(runtime->stats().launches, launches + 1);
   ASSERT_TRUE(runtime->WaitUntilParked(std::chrono::seconds(5)).ok());
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, 1.0f);
+  ExpectCalls(*runtime, *add, 1);
 }
 
 // cuCtxSynchronize waits for every kernel, the worker included: it returns
@@ -113,12 +133,9 @@ TEST_F(RuntimeParkGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
   RuntimeConfig config;
   config.idle_park = std::chrono::microseconds(500);
   OPEN_OR_SKIP(runtime, Open(config));
-  auto acc = Upload(*runtime, Filled(100, 0.0f));
-  auto ones = Upload(*runtime, Filled(100, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
-  TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}).ok());
-  auto first = runtime->Submit(graph);
+  auto add = MakeAddOnes(*runtime, 100);
+  ASSERT_TRUE(add.ok()) << add.status().ToString();
+  auto first = runtime->Submit(*add->graph);
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(first->Wait().ok());
   auto synced = std::async(std::launch::async, [] {
@@ -137,12 +154,10 @@ TEST_F(RuntimeParkGpuTest, DeviceSynchronizeFromAnotherThreadReturns) {
       << "cuCtxSynchronize did not return: the worker did not park";
   EXPECT_EQ(synced.get(), "");
   // The runtime still works afterwards (relaunch).
-  auto second = runtime->Submit(graph);
+  auto second = runtime->Submit(*add->graph);
   ASSERT_TRUE(second.ok());
   ASSERT_TRUE(second->Wait().ok());
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, 2.0f);
+  ExpectCalls(*runtime, *add, 2);
 }
 
 // Blocks exit one by one when the grid parks, and those gone never come
@@ -165,18 +180,11 @@ TEST_F(RuntimeParkGpuTest, GridThatBeganToParkGivesWayToAWholeGrid) {
   config.idle_park = std::chrono::microseconds(100);
   config.trace_capacity = kBlocks * 32768;
   OPEN_OR_SKIP(runtime, Open(config));
-  constexpr std::size_t kN = std::size_t{kTiles} * 8192;
-  auto acc = Upload(*runtime, Filled(kN, 0.0f));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  ASSERT_TRUE(acc.ok() && ones.ok());
-  TaskGraph graph(*runtime);
-  TaskOptions options;
-  options.tiles = kTiles;
-  ASSERT_TRUE(
-      graph.Add("add", DType::kF32, {acc->desc, ones->desc, acc->desc}, {}, {}, options).ok());
+  auto add = MakeAddOnes(*runtime, std::size_t{kTiles} * 8192, kTiles);
+  ASSERT_TRUE(add.ok()) << add.status().ToString();
   int calls = 0;
   auto call = [&]() -> std::uint64_t {
-    auto future = runtime->Submit(graph);
+    auto future = runtime->Submit(*add->graph);
     EXPECT_TRUE(future.ok());
     if (!future.ok()) return 0;
     EXPECT_TRUE(future->Wait(std::chrono::seconds(10)).ok());
@@ -206,9 +214,7 @@ TEST_F(RuntimeParkGpuTest, GridThatBeganToParkGivesWayToAWholeGrid) {
       done = std::chrono::steady_clock::now();
     }
   }
-  auto out = Download(*runtime, *acc);
-  ASSERT_TRUE(out.ok());
-  for (float v : *out) ASSERT_EQ(v, static_cast<float>(calls));
+  ExpectCalls(*runtime, *add, calls);
   auto events = runtime->TraceEvents();
   ASSERT_TRUE(events.ok()) << events.status().ToString();
   std::map<std::uint64_t, std::set<unsigned int>> blocks_of;
