@@ -11,7 +11,7 @@ have made; one after a longer gap is the park doing its job.
 
     python frontends/pytorch/bench/park_probe.py --out OUT \\
         [--case "decoder_step kv_cache=128"] [--variant gpuos_unstitched] \\
-        [--rounds 40] [--block 12] [--eager 12]
+        [--rounds 20] [--block 12] [--eager 12]
 
 Reads nothing between calls (no stats), so the gaps are the host's own.
 Outputs are not checked (run_workloads.py does that). Needs a CUDA device;
@@ -45,7 +45,8 @@ def main() -> int:
                         help="a case name of workloads.py")
     parser.add_argument("--variant", default="gpuos_unstitched",
                         choices=("gpuos_compile", "gpuos_unstitched"))
-    parser.add_argument("--rounds", type=int, default=40, help="blocks of calls")
+    parser.add_argument("--rounds", type=int, default=20,
+                        help="blocks of calls (the trace export takes longer with more)")
     parser.add_argument("--block", type=int, default=12, help="calls per block")
     parser.add_argument("--eager", type=int, default=12,
                         help="eager calls between blocks (0: none, calls back to back)")
