@@ -24,7 +24,7 @@
 #                     both; log in $OUT/sanitizer.log. Errors, hazards,
 #                     failed or skipped tests, or a timeout (GPUOS_SANITIZE_TIMEOUT
 #                     seconds per tool, default 180) fail the run. On by default
-#                     (about 75 s on an H200) unless --targets leaves out
+#                     (about 130 s on an H200, session 27) unless --targets leaves out
 #                     core_runtime_gpu_test; --no-sanitize skips it.
 #
 # Carry `.deps` (made by `tools/offline-deps.sh fetch` on a networked

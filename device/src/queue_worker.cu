@@ -998,8 +998,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
                                       Volatile(&q.state->submit_head));
   }
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
-  // others every 8th idle round. A last block that resumes after parking
-  // becomes a poller.
+  // others every 8th idle round. The last block of a parking grid becomes a
+  // poller once it announces the park (AnnounceAndFinish).
   bool poller = blockIdx.x < params.pollers;
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {

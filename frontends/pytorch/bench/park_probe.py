@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import trace_events  # noqa: E402
+import variants  # noqa: E402
 import workloads  # noqa: E402
 
 import gpuos  # noqa: E402
@@ -66,23 +67,24 @@ def main() -> int:
     calls = []
     counted = ("submissions", "compiled_calls")
     with torch.no_grad():
-        if args.variant == "gpuos_unstitched":
-            os.environ["GPUOS_STITCH"] = "0"  # read when the first call builds the program
-        try:
-            compiled = gpuos.compile(module)
-            for _ in range(20):
-                compiled(*inputs)
-            stream.synchronize()
-        finally:
-            os.environ.pop("GPUOS_STITCH", None)
+        # The benchmark's variants (run_workloads.py), built the same way.
+        eager = variants.make("eager", module, inputs, device, smoke=False)
+        compiled = variants.make(args.variant, module, inputs, device, smoke=False)
+        if compiled.call is None:
+            print(f"park_probe: {args.variant}: {compiled.skipped or compiled.error}",
+                  file=sys.stderr)
+            return 1
+        for _ in range(20):
+            compiled.call()
+        stream.synchronize()
         before = {k: gpuos.stats()[k] for k in counted}
         for r in range(args.rounds):
             for _ in range(args.eager):
-                module(*inputs)
+                eager.call()
             stream.synchronize()
             for i in range(args.block):
                 start = time.perf_counter_ns()
-                compiled(*inputs)
+                compiled.call()
                 stream.synchronize()
                 calls.append({"round": r, "index": i, "start_ns": start,
                               "end_ns": time.perf_counter_ns()})
