@@ -794,38 +794,32 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 
 // Thread 0's view of its grid's park (ShouldPark).
 struct ParkWatch {
-  // A block of this grid has exited (QueueDeviceState::parking_generation,
-  // looked at every 8th idle round).
-  bool leaving;
-  // This block, the last one running, has announced the park: it runs what
-  // is in flight and the submissions published by then (below run_until)
-  // and leaves. Every later Submit sees the park and launches a new grid.
-  bool announced;
-  unsigned long long run_until;
+  // The submissions this block may claim: those below it (TryClaimSubmission's
+  // claim_below). ~0 while the grid runs; once the grid parks
+  // (QueueDeviceState::parking_generation), 0 until the park's bound is
+  // known (park_run_until), then the bound (queue.h, ParkClaimBound).
+  unsigned long long claim_below;
   // The first look that saw the queue drained and idle with the current
   // idle clock (queue.h, SecondLookConfirms).
   DrainedLook drained;
+  __device__ bool leaving() const { return claim_below != ~0ull; }
 };
 
-// The submissions this block may claim: those below the returned index
-// (TryClaimSubmission's claim_below).
-__device__ __forceinline__ unsigned long long ClaimBelow(const ParkWatch& watch) {
-  return watch.announced ? watch.run_until : ~0ull;
+// Thread 0: whether the grid has begun to park, looked at now (an L2
+// load); a block that sees it claims nothing until the park's bound is
+// known.
+__device__ __forceinline__ void LookForPark(const Queue& q, ParkWatch* watch) {
+  if (!watch->leaving() &&
+      Volatile(&q.state->parking_generation) == static_cast<unsigned int>(q.generation)) {
+    watch->claim_below = gpuos::device::ParkClaimBound(true, false, 0);
+  }
 }
 
-// The block leaves unless it is the last one running: true when it left
-// (its `alive` taken back). The last one stays to run what is in flight or
-// published, and to announce the park.
-__device__ bool LeaveUnlessLast(const Queue& q) {
-  if (atomicSub(&q.state->alive, 1u) != 1u) return true;
-  atomicAdd(&q.state->alive, 1u);
-  return false;
-}
-
-// The last block: mirrors what the host reads of the worker, and
-// announces the park (QueueControl::parked_generation).
-__device__ void AnnouncePark(const Queue& q, unsigned long long started_ns,
-                             long long started_clock) {
+// Mirrors what the host reads of the worker, and announces the park
+// (QueueControl::parked_generation): at the park's start, and again by the
+// last block to exit (the mirrors, up to date).
+__device__ __noinline__ void AnnouncePark(const Queue& q, unsigned long long started_ns,
+                                          long long started_clock) {
   StoreVolatile(&q.control->completed_tasks,
                 static_cast<unsigned long long>(Volatile(&q.state->status.completed)));
   const unsigned long long elapsed_ns = GlobalTimerNs() - started_ns;
@@ -838,20 +832,21 @@ __device__ void AnnouncePark(const Queue& q, unsigned long long started_ns,
   __threadfence_system();
 }
 
-// The last block (its `alive` held): announces the park, then reads the
-// tail once more. The host publishes then reads parked_generation; this
-// block writes it then reads the tail: a submission this read misses is one
-// whose Submit sees the park and launches a new grid, so no submission is
-// stranded (both may act for one: then an extra grid is launched, which is
-// harmless). The block polls for those it saw, and leaves once they and
-// what is in flight are done (ShouldPark).
-__device__ void AnnounceAndFinish(const Queue& q, unsigned long long started_ns,
-                                  long long started_clock, bool* poller, ParkWatch* watch) {
+// The block that began the park: announces it, then reads the tail once
+// more and publishes that as the park's bound. The host publishes then
+// reads parked_generation; this block writes it then reads the tail: a
+// submission this read misses is one whose Submit sees the park and
+// launches a new grid (which waits behind this one on the worker's
+// stream), so no submission is stranded (both may act for one: then an
+// extra grid is launched, which is harmless).
+__device__ __noinline__ void AnnounceParkAndBound(const Queue& q, unsigned long long started_ns,
+                                                  long long started_clock, ParkWatch* watch) {
   AnnouncePark(q, started_ns, started_clock);
-  watch->announced = true;
-  watch->run_until = LoadAcquireSys(&q.control->submit_tail);
-  if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);  // the only block left polls
-  *poller = true;
+  const unsigned long long run_until = LoadAcquireSys(&q.control->submit_tail);
+  StoreVolatile(&q.state->park_run_until, run_until);
+  __threadfence();
+  StoreVolatile(&q.state->park_bound_generation, static_cast<unsigned int>(q.generation));
+  watch->claim_below = gpuos::device::ParkClaimBound(true, true, run_until);
 }
 
 // Thread 0 of an idle block: true when the block should exit now. A
@@ -859,24 +854,25 @@ __device__ void AnnounceAndFinish(const Queue& q, unsigned long long started_ns,
 // read this round (TryClaimSubmission); the others read host memory here
 // only once they have been idle for idle_park_ns.
 //
-// The grid parks when the block and the queue have been idle for
+// The grid parks when a block and the queue have been idle for
 // idle_park_ns (QueueDeviceState::last_busy_ns: no claim or completion)
-// with nothing in flight or published. Its blocks exit one by one, and
-// those gone never come back; a submission that arrives meanwhile ran on
-// the blocks still there, and calls that each wait for their results never
-// left them idle that long: a process ran mlp batch 1 on 5 of 132 blocks
-// for all its 210 calls (device span 54 us against 9; bench/results/
-// experiments/gpu_checks_session26.txt). So once a block of its grid has
-// exited (watch->leaving), an idle block leaves at once unless it is the
-// last, and the last announces the park at once (AnnounceAndFinish)
-// instead of waiting for the queue to drain: the host's next call came
-// before it looked (runtime_park_gpu_test.cpp). The grid the host then
-// launches waits behind it on the worker's stream (docs/runtime.md,
-// "Parking and relaunch"). With the claim alone as the queue's clock, a
-// call longer than idle_park_ns let the blocks it left idle exit at its
-// completion, and with this rule the whole grid followed: decoder_step
-// unstitched (340 us a call) parked at every call and took 1704 us (same
-// file).
+// with nothing in flight or published, seen on two looks. That block
+// begins the park for the whole grid (parking_generation) and bounds it
+// (AnnounceParkAndBound); every block then claims only what lies below the
+// bound and exits once that and what is in flight are done, so no block
+// exits before the bound is known and a call that lands while the grid
+// parks runs on all of its blocks. Blocks that exited one by one, each
+// when it had been idle long enough, left such a call to the few still
+// there: a process ran mlp batch 1 on 5 of 132 blocks for all its 210
+// calls (session 26), and after session 26's rule (the blocks that saw the
+// park left at once, the last stayed for what it saw) decoder_step
+// unstitched still ran a call that landed in a park on 1 to 3 blocks for
+// 3.1 ms against 340 us (bench/results/experiments/gpu_checks_session27.txt,
+// and the park probe in gpu_checks_session28.txt). With the claim alone as
+// the queue's clock, a call longer than idle_park_ns let the blocks it
+// left idle exit at its completion: decoder_step unstitched parked at
+// every call and took 1704 us (gpu_checks_session26.txt); the completion
+// counts since.
 __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                            unsigned long long started_ns, long long started_clock,
                            unsigned int max_pollers, unsigned long long host_flags,
@@ -895,21 +891,10 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
   } else {
     stop = Volatile(&q.state->stop_seen) != 0;
   }
-  if (watch->announced) {
-    if (!stop && (Volatile(&q.state->in_flight) != 0 ||
-                  Volatile(&q.state->submit_head) < watch->run_until)) {
-      return false;
-    }
-    atomicSub(&q.state->alive, 1u);
-    AnnouncePark(q, started_ns, started_clock);  // the mirrors, up to date
-    return true;
-  }
   if (!stop) {
-    if (!watch->leaving && (idle_rounds & 7u) == 0) {
-      watch->leaving =
-          Volatile(&q.state->parking_generation) == static_cast<unsigned int>(q.generation);
-    }
-    if (!watch->leaving) {
+    const unsigned int generation = static_cast<unsigned int>(q.generation);
+    if (*poller || (idle_rounds & 7u) == 0) LookForPark(q, watch);
+    if (!watch->leaving()) {
       const unsigned long long now = GlobalTimerNs();
       if (now < idle_since || now - idle_since < q.idle_park_ns) return false;
       const unsigned long long last_busy = Volatile(&q.state->last_busy_ns);
@@ -927,27 +912,40 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
         }
         return false;
       }
-      // Park on a second look only (queue.h, SecondLookConfirms). With
-      // one look, decoder_step unstitched relaunched the grid inside its
-      // blocks of calls about 84 times in 480 calls on one instance (p90
-      // 3147 us); a same-instance A/B on another instance showed no such
-      // relaunches with either rule, so that this rule removed them is not
-      // shown (bench/results/experiments/gpu_checks_session27.txt).
+      // Park on a second look only (queue.h, SecondLookConfirms): a claim
+      // and a completion each update in_flight and the clock with two
+      // unfenced atomics, so one look can read the clock before the update
+      // lands and in_flight after (that it mattered is not shown:
+      // gpu_checks_session27.txt).
       if (!SecondLookConfirms(&watch->drained, static_cast<unsigned int>(last_busy),
                               static_cast<unsigned int>(now))) {
         return false;
       }
+      watch->claim_below = gpuos::device::ParkClaimBound(true, false, 0);
+      if (atomicExch(&q.state->parking_generation, generation) != generation) {
+        // This block begins the park; it polls for what lies below the bound.
+        AnnounceParkAndBound(q, started_ns, started_clock, watch);
+        if (!*poller) atomicAdd(&q.state->pollers_alive, 1u);
+        *poller = true;
+      }
+    }
+    if (watch->claim_below == 0) {
+      // The bound: not known until the block that began the park has read
+      // it (0 as a bound reads it again, harmlessly).
+      if (Volatile(&q.state->park_bound_generation) != generation) return false;
+      __threadfence();
+      watch->claim_below =
+          gpuos::device::ParkClaimBound(true, true, Volatile(&q.state->park_run_until));
+    }
+    // What this grid claimed or may still claim runs on all of its blocks.
+    if (Volatile(&q.state->submit_head) < watch->claim_below ||
+        Volatile(&q.state->in_flight) != 0) {
+      return false;
     }
   }
-  // Leaving, drained, or stopped.
-  StoreVolatile(&q.state->parking_generation, static_cast<unsigned int>(q.generation));
-  if (stop) {
-    if (atomicSub(&q.state->alive, 1u) == 1u) AnnouncePark(q, started_ns, started_clock);
-    return true;
-  }
-  if (LeaveUnlessLast(q)) return true;
-  AnnounceAndFinish(q, started_ns, started_clock, poller, watch);
-  return false;  // it leaves once it has run what it saw (nothing, if drained)
+  // Stopped, or parked with this grid's work done.
+  if (atomicSub(&q.state->alive, 1u) == 1u) AnnouncePark(q, started_ns, started_clock);
+  return true;
 }
 
 }  // namespace
@@ -992,14 +990,14 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
   if (threadIdx.x == 0) {
-    park_watch = ParkWatch{};  // all clear
+    park_watch = ParkWatch{gpuos::device::ParkClaimBound(false, false, 0), {}};  // running
     recorder.Begin(q);
     direct_seen = DirectBoardSequence(DecodeDirectBoard(Volatile(&q.state->direct_board)).sequence,
                                       Volatile(&q.state->submit_head));
   }
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
-  // others every 8th idle round. The last block of a parking grid becomes a
-  // poller once it announces the park (AnnounceAndFinish).
+  // others every 8th idle round. The block that begins a park becomes a
+  // poller (AnnounceParkAndBound).
   bool poller = blockIdx.x < params.pollers;
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {
@@ -1021,8 +1019,13 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         batch_count = count;
       } else if (poller || ((idle_rounds & 7u) == 7u &&
                             Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
+        // A poller looked in its last round (ShouldPark); another block up
+        // to 7 rounds ago, long enough for the rest of a parking grid to
+        // exit and leave what it claims now to it alone (session 28: 1 of
+        // 16 blocks ran a call, runtime_park_gpu_test.cpp).
+        if (!poller) LookForPark(q, &park_watch);
         bool direct = false;
-        value = TryClaimSubmission(q, &host_flags, &direct, ClaimBelow(park_watch));
+        value = TryClaimSubmission(q, &host_flags, &direct, park_watch.claim_below);
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {

@@ -134,5 +134,16 @@ TEST(QueueParkLookTest, TimesWrapAt32Bits) {
   EXPECT_TRUE(SecondLookConfirms(&look, 77, before_wrap + kParkRecheckNs));
 }
 
+// A parking grid claims nothing until the park's bound is known (a
+// submission past it is the new grid's: its Submit saw the park), then only
+// what lies below the bound; a running grid claims anything.
+TEST(QueueParkLookTest, ParkingGridClaimsOnlyBelowItsBound) {
+  EXPECT_EQ(ParkClaimBound(false, false, 0), ~0ull);
+  EXPECT_EQ(ParkClaimBound(false, true, 12), ~0ull) << "a running grid is not bounded";
+  EXPECT_EQ(ParkClaimBound(true, false, 12), 0ull) << "claimed before the bound was known";
+  EXPECT_EQ(ParkClaimBound(true, true, 12), 12ull);
+  EXPECT_EQ(ParkClaimBound(true, true, 0), 0ull);
+}
+
 }  // namespace
 }  // namespace gpuos::device

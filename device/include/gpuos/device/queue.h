@@ -198,12 +198,21 @@ struct alignas(128) QueueDeviceState {
   // us in bursts of milliseconds) and the host's own reads of pinned memory.
   unsigned int pollers_alive;
   unsigned int keep_warm_seen;  // the host's keep_warm a poller last saw
-  // Low 32 bits of the generation of the last grid a block of which exited
-  // (parked): the other blocks of that grid leave when idle, the last one
-  // once it has run what it saw (queue_worker.cu, ShouldPark).
+  // Low 32 bits of the generation of the last grid that began to park: the
+  // block that found the queue drained for idle_park wrote it, and every
+  // block of that grid leaves once the park's bound is known and what lies
+  // below it is done (queue_worker.cu, ShouldPark).
   unsigned int parking_generation;
   unsigned long long direct_submissions;  // completed as direct tiles (QueueControl mirrors it)
-  unsigned long long pad3[10];
+  // The park's bound: the host's tail as the block that began the park read
+  // it after announcing the park to the host (QueueControl::parked_generation).
+  // The grid claims only submissions below it. Valid once
+  // park_bound_generation holds the grid's generation (low 32 bits; written
+  // after the bound, with a fence between).
+  unsigned long long park_run_until;
+  unsigned int park_bound_generation;
+  unsigned int pad_park;
+  unsigned long long pad3[8];
   // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.
   // Idle blocks read the words and take a helper ticket from the task's
   // NodeState::helper_tickets with one atomicSub each, instead of popping
@@ -286,6 +295,17 @@ GPUOS_HOST_DEVICE inline bool SecondLookConfirms(DrainedLook* look, unsigned int
     return false;
   }
   return now_low - look->at >= kParkRecheckNs;
+}
+
+// The submissions a block may claim (those below the returned index): all
+// while its grid runs; none while the grid parks and the park's bound is
+// not known yet (QueueDeviceState::park_run_until); those below the bound
+// once it is. A submission at or past the bound was published after the
+// host could see the park, so its Submit launches a new grid for it.
+GPUOS_HOST_DEVICE inline unsigned long long ParkClaimBound(bool leaving, bool bounded,
+                                                           unsigned long long run_until) {
+  if (!leaving) return ~0ull;
+  return bounded ? run_until : 0ull;
 }
 
 // QueueDeviceState::direct_board: the sequence (low 42 bits; a reader
