@@ -1019,11 +1019,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         batch_count = count;
       } else if (poller || ((idle_rounds & 7u) == 7u &&
                             Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
-        // A poller looked in its last round (ShouldPark); another block up
-        // to 7 rounds ago, long enough for the rest of a parking grid to
-        // exit and leave what it claims now to it alone (session 28: 1 of
-        // 16 blocks ran a call, runtime_park_gpu_test.cpp).
-        if (!poller) LookForPark(q, &park_watch);
+        // An idle poller looked in its last round (ShouldPark); a poller
+        // back from work, or another block, before that work or up to 7
+        // rounds ago: long enough for the rest of a parking grid to exit
+        // and leave what it claims now to it alone (session 28: calls on 1
+        // and on 7 of 16 blocks, runtime_park_gpu_test.cpp).
+        if (!poller || idle_rounds == 0) LookForPark(q, &park_watch);
         bool direct = false;
         value = TryClaimSubmission(q, &host_flags, &direct, park_watch.claim_below);
         if (value == kContended) {
