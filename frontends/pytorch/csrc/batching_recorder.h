@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -141,7 +142,12 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
   bool Sign(const OpInfo& info, const torch::jit::Stack& stack, std::string* why);
   bool SignValue(const c10::IValue& value, std::string* why);
   bool SignTensor(const at::Tensor& t, std::string* why);
-  const Produced* FindProduced(const at::Tensor& t) const;
+  // The pending result `t` is (by TensorImpl, else one of the same storage
+  // and layout), among the results of steps before `before_step` (the
+  // default: all registered so far, which at Sign time are the earlier
+  // steps'); nullptr: none.
+  const Produced* FindProduced(const at::Tensor& t,
+                               int before_step = std::numeric_limits<int>::max()) const;
   Edge* FindEdge(Node* node, const c10::OperatorHandle& op) const;
   Edge* AddEdge(const c10::OperatorHandle& op, std::vector<int> returns,
                 const std::vector<at::Tensor>& outputs);
@@ -163,7 +169,9 @@ class __attribute__((visibility("hidden"))) SequenceRecorder final : public Batc
   std::vector<std::vector<bool>> Alive() const;
   bool RunProgram(Node* node);
   void Learn(Node* node);
-  pybind11::object PyArgument(const c10::IValue& value, const c10::TypePtr& type) const;
+  // Argument `value` of step `step` for the lowering, resolved as Sign
+  // resolved it when the step was recorded (against earlier steps only).
+  pybind11::object PyArgument(const c10::IValue& value, const c10::TypePtr& type, int step) const;
   void MarkEager(Node* node, const std::string& why);
   void Touch(Node* node);
   void EvictOver();

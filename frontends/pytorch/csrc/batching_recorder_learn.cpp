@@ -120,7 +120,8 @@ bool SharesStorage(const std::vector<c10::IValue>& args, const std::vector<at::T
 
 void SequenceRecorder::Touch(Node* node) { node->last_use = ++clock_; }
 
-py::object SequenceRecorder::PyArgument(const c10::IValue& v, const c10::TypePtr& type) const {
+py::object SequenceRecorder::PyArgument(const c10::IValue& v, const c10::TypePtr& type,
+                                        int step) const {
   if (v.isNone()) return py::none();
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
@@ -135,7 +136,11 @@ py::object SequenceRecorder::PyArgument(const c10::IValue& v, const c10::TypePtr
           return py::bool_(*t.const_data_ptr<bool>());
       }
     }
-    if (const Produced* p = FindProduced(t)) return py::make_tuple("s", p->step, p->output);
+    // Not against the whole sequence: a view that changes nothing (attention's
+    // expand of q to q's own shape) has its argument's storage and layout,
+    // and the argument would read as that later result (a step reading its
+    // own result: the sequence had no graph and every replay ran eagerly).
+    if (const Produced* p = FindProduced(t, step)) return py::make_tuple("s", p->step, p->output);
     return py::make_tuple("e", external_index_.at(t.unsafeGetTensorImpl()));
   }
   c10::TypePtr element = type;
@@ -145,7 +150,7 @@ py::object SequenceRecorder::PyArgument(const c10::IValue& v, const c10::TypePtr
     c10::TypePtr inner = c10::AnyType::get();
     if (const auto* list = element->castRaw<c10::ListType>()) inner = list->getElementType();
     py::list result;
-    for (const c10::IValue& e : v.toListRef()) result.append(PyArgument(e, inner));
+    for (const c10::IValue& e : v.toListRef()) result.append(PyArgument(e, inner, step));
     return std::move(result);
   }
   if (v.isInt()) {
@@ -205,7 +210,7 @@ void SequenceRecorder::Learn(Node* node) {
       const auto& arguments = step.edge->op.schema().arguments();
       py::list args;
       for (std::size_t i = 0; i < step.args.size(); ++i) {
-        args.append(PyArgument(step.args[i], arguments[i].type()));
+        args.append(PyArgument(step.args[i], arguments[i].type(), static_cast<int>(k)));
       }
       py::list keep;
       for (bool a : alive[k]) keep.append(py::bool_(a));

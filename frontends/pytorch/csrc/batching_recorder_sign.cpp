@@ -97,11 +97,13 @@ void SequenceRecorder::NoteFallback(const OpInfo& info, const std::string& why) 
   flush_op_ = &info.qualified;
 }
 
-const SequenceRecorder::Produced* SequenceRecorder::FindProduced(const at::Tensor& t) const {
+const SequenceRecorder::Produced* SequenceRecorder::FindProduced(const at::Tensor& t,
+                                                                 int before_step) const {
   auto range = produced_.equal_range(t.storage().unsafeGetStorageImpl());
   const Produced* same_layout = nullptr;
   for (auto it = range.first; it != range.second; ++it) {
     const Produced& p = it->second;
+    if (p.step >= before_step) continue;
     if (p.impl == t.unsafeGetTensorImpl()) return &p;
     if (same_layout == nullptr && SameLayout(t, steps_[p.step].outputs[p.output])) {
       same_layout = &p;

@@ -63,6 +63,28 @@ def _multi_view(ctx, node, a):
     return tuple(_from_meta(parent, r) for r in results)
 
 
+@register(["aten._reshape_alias.default"], [])
+def _reshape_alias(ctx, node, a):
+    """`reshape`'s view where eager could take one (what reshape calls
+    below autograd, e.g. a matmul's batch dimensions merged): an as_strided
+    with the strides `view` gives eager's layout. Lowered as `view` of
+    gpuos's layout, which may differ from eager's; refused where the strides
+    are not the view's (then it is not a reshape) or gpuos's layout has no
+    such view."""
+    parent = a["self"]
+    if not isinstance(parent, View):
+        raise Unsupported("a view of something that is not a tensor")
+    size = list(a["size"])
+    try:
+        eager_view = _meta(node.args[0]).view(size)
+        ours = torch.ops.aten.view.default(_on_meta(parent), size)
+    except RuntimeError as error:
+        raise Unsupported(f"_reshape_alias that is not a view: {error}") from None
+    if tuple(eager_view.stride()) != tuple(a["stride"]):
+        raise Unsupported("_reshape_alias whose strides are not reshape's")
+    return _from_meta(parent, ours)
+
+
 # ---- reductions over any dimensions: the reduced ones are permuted last ----
 
 

@@ -132,6 +132,10 @@ def _samples(d):
     s["aten.select.int"] = (lambda a: a[1] + a[:, 2].sum(), [x(3, 4)])
     s["aten.alias.default"] = (lambda a: torch.ops.aten.alias(a) * 2, [x(3, 4)])
     s["aten.detach.default"] = (lambda a: a.detach() * 2, [x(3, 4)])
+    # reshape's view of a transposed 4-d tensor (a matmul's batch dimensions merged)
+    s["aten._reshape_alias.default"] = (
+        lambda a: torch.ops.aten._reshape_alias(a.transpose(-2, -1), (6, 5, 4), (20, 1, 5)) * 2,
+        [x(2, 3, 4, 5)])
     s["aten.as_strided.default"] = (lambda a: a.as_strided((2, 2), (1, 4), 1) * 2, [x(3, 4)])
     s["aten.diagonal.default"] = (lambda a: torch.ops.aten.diagonal(a) * 2, [x(4, 4)])
     s["aten.unfold.default"] = (lambda a: a.unfold(1, 2, 1) * 2, [x(3, 4)])
