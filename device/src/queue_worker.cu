@@ -969,7 +969,11 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ unsigned long long slot_gate_word;
   // Thread 0's; in shared memory, as it is read only on the idle path and
   // at claims: in registers, with its `drained` look, the worker spilled
-  // 24 B; here it spills none and takes 210 registers (ptxas -v, sm_90).
+  // 24 B where in shared memory it spilled none (210 registers, ef8b44e).
+  // Since the park's bound (9e51386) the worker takes 216 registers and
+  // spills 24 B again: idle_since and the keep_warm word, stored after an
+  // action or a claim attempt and loaded on the idle path (cuobjdump -sass;
+  // making ShouldPark or the announcements non-inline spilled more).
   __shared__ ParkWatch park_watch;
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
