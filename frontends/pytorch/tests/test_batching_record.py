@@ -250,6 +250,46 @@ def test_attention_replays_with_one_submission():
     assert s["materialized_ops"] == 0 and s["flushes_by_reason"] == {"block exit": 3}, s
 
 
+class DecoderLayer(torch.nn.Module):
+    """One decode step of a transformer layer with a KV cache (the bench's
+    decoder_step, smaller): split heads, cat onto the cache, attention,
+    projection and MLP with residuals."""
+
+    def __init__(self, hidden=32, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(hidden), torch.nn.LayerNorm(hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden)
+        self.proj = torch.nn.Linear(hidden, hidden)
+        self.fc1 = torch.nn.Linear(hidden, 4 * hidden)
+        self.fc2 = torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x, k_cache, v_cache):
+        batch, tokens, hidden = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(hidden, dim=-1)
+        q, k, v = (t.view(batch, tokens, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        keys, values = torch.cat([k_cache, k], dim=2), torch.cat([v_cache, v], dim=2)
+        attended = attention(q, keys, values).transpose(1, 2)
+        x = x + self.proj(attended.reshape(batch, tokens, hidden))
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x)))), k, v
+
+
+def test_a_decoder_step_replays_with_one_submission():
+    torch.manual_seed(0)
+    layer = DecoderLayer().eval().requires_grad_(False)
+    x, k_cache, v_cache = torch.randn(1, 1, 32), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
+    expected = layer(x, k_cache, v_cache)
+    for _ in range(3):
+        with batched():
+            got = layer(x, k_cache, v_cache)
+        for have, want in zip(got, expected):
+            torch.testing.assert_close(have, want, rtol=1e-5, atol=1e-5)
+    s = gpuos.batching_stats()
+    assert s["fallbacks"] == {}, s["fallbacks"]
+    assert s["learned_sequences"] == 1 and s["submissions"] == 2, s
+    assert s["materialized_ops"] == 0, s
+
+
 def test_an_op_gpuos_refuses_runs_eagerly_from_then_on():
     x = torch.randn(2, 3)
 
