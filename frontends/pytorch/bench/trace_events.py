@@ -89,6 +89,9 @@ def relaunch_report(calls: list[dict], submissions: dict, idle_park_us: float) -
     for call, sequence in zip(calls, sequences):
         events = submissions[sequence]
         grids = {e["args"].get("grid", 0) for e in events}
+        if 0 in grids:
+            raise ValueError("the trace's records carry no grid (a runtime older than "
+                             "args.grid)")
         grid = max(grids)
         start = min(e["ts"] for e in events)
         row = {"round": call["round"], "index": call["index"], "sequence": sequence,
@@ -98,9 +101,6 @@ def relaunch_report(calls: list[dict], submissions: dict, idle_park_us: float) -
                "grid": grid, "grids": len(grids), "new_grid": grid > newest_grid,
                "blocks": len({e["tid"] for e in events}),
                "span_us": max(e["ts"] + e["dur"] for e in events) - start}
-        if 0 in grids:
-            raise ValueError("the trace's records carry no grid (a runtime older than "
-                             "args.grid)")
         newest_grid = max(newest_grid, grid)
         previous_end = call["end_ns"]
         rows.append(row)

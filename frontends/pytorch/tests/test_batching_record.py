@@ -8,6 +8,7 @@ import threading
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 
 import gpuos
 from gpuos import _batching, _runtime
@@ -231,6 +232,23 @@ def attention(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def learn_then_replay_twice(fn, *args):
+    """Three batched calls of fn(*args), each against eager: the first
+    learns, the other two must replay with one submission each and nothing
+    run eagerly or materialized. Returns the batching stats."""
+    expected = pytree.tree_leaves(fn(*args))
+    for _ in range(3):
+        with batched():
+            got = pytree.tree_leaves(fn(*args))
+        for have, want in zip(got, expected, strict=True):
+            torch.testing.assert_close(have, want, rtol=1e-5, atol=1e-5)
+    s = gpuos.batching_stats()
+    assert s["fallbacks"] == {}, s["fallbacks"]
+    assert s["learned_sequences"] == 1 and s["submissions"] == 2, s
+    assert s["materialized_ops"] == 0, s
+    return s
+
+
 def test_attention_replays_with_one_submission():
     # A matmul of 4-d tensors reaches the key decomposed: expand, then
     # reshape's view of the transposed keys (aten::_reshape_alias), bmm and
@@ -238,16 +256,8 @@ def test_attention_replays_with_one_submission():
     # every replay and ran eagerly (attention_small's and decoder_step's
     # gpuos_batching took about twice eager's time).
     torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 4, 8, 16) for _ in range(3))
-    expected = attention(q, k, v)
-    for _ in range(3):
-        with batched():
-            y = attention(q, k, v)
-        torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
-    s = gpuos.batching_stats()
-    assert s["fallbacks"] == {}, s["fallbacks"]
-    assert s["learned_sequences"] == 1 and s["submissions"] == 2, s
-    assert s["materialized_ops"] == 0 and s["flushes_by_reason"] == {"block exit": 3}, s
+    s = learn_then_replay_twice(attention, *(torch.randn(2, 4, 8, 16) for _ in range(3)))
+    assert s["flushes_by_reason"] == {"block exit": 3}, s
 
 
 class DecoderLayer(torch.nn.Module):
@@ -277,17 +287,8 @@ class DecoderLayer(torch.nn.Module):
 def test_a_decoder_step_replays_with_one_submission():
     torch.manual_seed(0)
     layer = DecoderLayer().eval().requires_grad_(False)
-    x, k_cache, v_cache = torch.randn(1, 1, 32), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
-    expected = layer(x, k_cache, v_cache)
-    for _ in range(3):
-        with batched():
-            got = layer(x, k_cache, v_cache)
-        for have, want in zip(got, expected):
-            torch.testing.assert_close(have, want, rtol=1e-5, atol=1e-5)
-    s = gpuos.batching_stats()
-    assert s["fallbacks"] == {}, s["fallbacks"]
-    assert s["learned_sequences"] == 1 and s["submissions"] == 2, s
-    assert s["materialized_ops"] == 0, s
+    learn_then_replay_twice(layer, torch.randn(1, 1, 32), torch.randn(1, 2, 8, 16),
+                            torch.randn(1, 2, 8, 16))
 
 
 def test_an_op_gpuos_refuses_runs_eagerly_from_then_on():
