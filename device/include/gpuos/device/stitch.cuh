@@ -64,6 +64,36 @@ __device__ __forceinline__ float4 Load4(const float* p) {
   return __ldcg(reinterpret_cast<const float4*>(p));
 }
 
+// Every thread of the block: dst[i] = value(i) for i in [0, kCount), each
+// thread's values loaded into registers first, with all its loads in flight
+// at once (one round trip), then stored. A loop of a load and a store per
+// value, strided by the block, left it to the compiler, which unrolled it by
+// four behind a remainder loop: two round trips for a few-rows product's 8
+// values a thread, one per value for attention's 2 or 3 (sm_90 SASS). This
+// way mlp batch 8's first product tile took 2.5 us instead of 3.2 and
+// attention's 3.2 / 7.6 instead of 3.8 / 8.4 (H200, session 29,
+// bench/results/experiments/fill_shared_ab_session29.txt).
+template <int kCount, class C, class Value>
+__device__ __forceinline__ void FillShared(C* dst, const Value& value) {
+  constexpr int kPerThread = (kCount + kThreads - 1) / kThreads;
+  static_assert(kPerThread <= 8, "a thread holds its values in registers");
+  // Masked below kThreads so that value()'s index arithmetic folds: with
+  // threadIdx.x as it is, each load waited for a division (batch 8's tile
+  // 3.9 us, the same file).
+  const int first = static_cast<int>(threadIdx.x) & (kThreads - 1);
+  C v[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = first + j * kThreads;
+    v[j] = i < kCount ? value(i) : C(0);
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int i = first + j * kThreads;
+    if (i < kCount) dst[i] = v[j];
+  }
+}
+
 __device__ __forceinline__ unsigned long long LoadAcquire(const unsigned long long* p) {
   unsigned long long v;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");

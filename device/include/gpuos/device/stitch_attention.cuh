@@ -202,13 +202,13 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   load_values(0);
 
   // 1. q's rows (rows past kM are zero).
-  for (int i = threadIdx.x; i < P::kBM * P::kD; i += kThreads) {
+  FillShared<P::kBM * P::kD>(qs, [&](int i) {
     const int m = i / P::kD;
     const int d = i - m * P::kD;
-    qs[i] = m0 + m < P::kM ? convert<C>(Load(q + static_cast<long long>(m) * P::kQSm +
-                                             static_cast<long long>(d) * P::kQSk))
-                           : C(0);
-  }
+    return m0 + m < P::kM ? convert<C>(Load(q + static_cast<long long>(m) * P::kQSm +
+                                            static_cast<long long>(d) * P::kQSk))
+                          : C(0);
+  });
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 12);
 

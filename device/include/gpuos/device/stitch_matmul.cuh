@@ -193,13 +193,13 @@ __device__ __forceinline__ void StageRows(const MatmulPointers<P>& p, int batch,
       }
     }
   } else {
-    for (int i = threadIdx.x; i < P::kBM * P::kK; i += kThreads) {
+    FillShared<P::kBM * P::kK>(rows, [&](int i) {
       const int m = i / P::kK;
       const int k = i - m * P::kK;
-      rows[i] = m0 + m < P::kM
-                    ? convert<C>(Load(a + static_cast<long long>(m) * P::kASm + k * P::kASk))
-                    : C(0);
-    }
+      return m0 + m < P::kM
+                 ? convert<C>(Load(a + static_cast<long long>(m) * P::kASm + k * P::kASk))
+                 : C(0);
+    });
   }
   __syncthreads();
 }
