@@ -184,6 +184,31 @@ TEST_F(StitchedProgramTest, MlpIsOneStagePerTaskInAChainAndCompiles) {
   }
 }
 
+// Few-rows products whose warps hold 7 (one column a warp), 40 and 64
+// outputs (64 columns a tile, two outputs a lane after the reduce-scatter:
+// stitch.cuh, WarpReduceScatter); the GPU test of the same shapes compares
+// them with eager (test_gpu_stitch.py, test_few_rows_products_match_eager).
+TEST_F(StitchedProgramTest, FewRowsProductsOfEveryOutputCountCompile) {
+  struct Shape {
+    long long rows, k, n;
+    std::uint32_t tiles;  // of the first product
+  };
+  for (const Shape& shape :
+       {Shape{7, 64, 96, 12}, Shape{5, 128, 1024, 16}, Shape{8, 128, 1024, 16}}) {
+    SCOPED_TRACE(std::to_string(shape.rows) + " x " + std::to_string(shape.k) + " x " +
+                 std::to_string(shape.n));
+    StitchDesc desc;
+    desc.num_buffers = 7;
+    desc.tasks.push_back(Linear("addmm", 0, 1, 2, 3, shape.rows, shape.k, shape.n));
+    desc.tasks.push_back(Linear("addmm", 3, 4, 5, 6, shape.rows, shape.n, 64));
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 2u);
+    EXPECT_EQ(program->stages[0].tiles, shape.tiles);
+    ExpectCompiles(*program);
+  }
+}
+
 TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths) {
   for (long long seq : {32, 128}) {
     SCOPED_TRACE("seq " + std::to_string(seq));

@@ -10,7 +10,7 @@ stream; attention (scores, softmax, product) is one stage of odd shapes too, and
 stores the probabilities per head when they are returned; flagged
 intermediates (a product's output polled as a later product's operand and
 residual) match eager and GPUOS_STITCH_FLAGS=0, on fewer worker blocks than
-tiles too; a run whose stage wait times out is reported at the next call and
+tiles too; few-rows products of every count of outputs a warp match eager; a run whose stage wait times out is reported at the next call and
 the runs after it are right.
 Skipped (with the reason) without a GPU."""
 
@@ -182,6 +182,41 @@ def test_flagged_stages_run_on_fewer_blocks_than_tiles(gpu):
     """ % BENCH)
     done = _python(script, GPUOS_TORCH_BLOCKS="3")
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+
+
+class _TwoProducts(torch.nn.Module):
+    """lin2(gelu(layer_norm(lin1(x)))): two few-rows product stages, the
+    second with the norm prologue."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.lin1, self.lin2 = torch.nn.Linear(k, n), torch.nn.Linear(n, 64)
+        self.norm = torch.nn.LayerNorm(n)
+
+    def forward(self, x):
+        return self.lin2(torch.nn.functional.gelu(self.norm(self.lin1(x))))
+
+
+# (rows, K, N): a warp's outputs (rows x its columns of the tile) reduce-
+# scattered over its lanes (stitch.cuh, WarpReduceScatter) in counts of 2,
+# 6 (padded to 8, with columns past N), 7 (one column a warp), 16 (mlp
+# batch 8), 40 (padded to 64, two a lane) and 64 (two a lane).
+FEW_ROWS_SHAPES = [(1, 256, 256), (3, 256, 200), (7, 64, 96), (8, 256, 256), (5, 128, 1024),
+                   (8, 128, 1024)]
+
+
+@pytest.mark.parametrize("shape", FEW_ROWS_SHAPES, ids=[str(s) for s in FEW_ROWS_SHAPES])
+def test_few_rows_products_match_eager(gpu, stitch_notes, shape):
+    rows, k, n = shape
+    torch.manual_seed(11)
+    module = _TwoProducts(k, n).to(gpu)
+    f = gpuos.compile(module)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(rows, k, device=gpu)
+            torch.testing.assert_close(f(x), module(x), rtol=1e-4, atol=1e-5)
+    s = gpuos.stats()
+    assert s["stitched_programs"] == 1 and s["eager_calls"] == 0, (s["unstitched"], stitch_notes)
 
 
 class _RectifiedResidualBlock(_ResidualBlock):

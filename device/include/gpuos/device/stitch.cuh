@@ -169,6 +169,83 @@ __device__ __forceinline__ C WarpSum(C v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
+
+// The least power of two >= n (n >= 1).
+__host__ __device__ constexpr int PowerOfTwoAtLeast(int n) {
+  return n <= 1 ? 1 : 2 * PowerOfTwoAtLeast((n + 1) / 2);
+}
+
+// `yes` where `pick`, else `no`, as a select of two registers: written as
+// `pick ? v[a] : v[b]` the compiler indexed the array with the condition,
+// which put it in local memory (190 local loads and stores in a batch-8
+// product, sm_90 SASS, session 29).
+template <typename C>
+__device__ __forceinline__ C Select(bool pick, C yes, C no) {
+  if constexpr (sizeof(C) == 4) {
+    float r;
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %3, 0;\n\tselp.f32 %0, %1, %2, p;\n\t}"
+        : "=f"(r)
+        : "f"(static_cast<float>(yes)), "f"(static_cast<float>(no)), "r"(pick ? 1u : 0u));
+    return static_cast<C>(r);
+  } else {
+    return pick ? yes : no;
+  }
+}
+
+// One exchange of WarpReduceScatter (offset kOffset; kHalf: the values a
+// lane keeps, 0 once one is left), then the next. Templates, so that every
+// array index is a constant: as a loop over the exchanges nvcc left it
+// partly rolled and put v in local memory.
+template <int kHalf, int kOffset, typename C, int N>
+__device__ __forceinline__ void ReduceScatterFrom(C (&v)[N], int lane) {
+  if constexpr (kOffset >= 1) {
+    if constexpr (kHalf == 0) {
+      v[0] += __shfl_xor_sync(0xffffffffu, v[0], kOffset);
+    } else {
+      const bool upper = (lane & kOffset) != 0;
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) {
+        const C keep = Select(upper, v[i + kHalf], v[i]);
+        const C send = Select(upper, v[i], v[i + kHalf]);
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOffset);
+      }
+    }
+    ReduceScatterFrom<kHalf / 2, kOffset / 2>(v, lane);
+  }
+}
+// A reduce-scatter of a warp's N sums (N a power of two, at most 64): each
+// lane holds its own N partial values in v; afterwards v[0..R) hold warp
+// totals, R = max(1, N / 32): lane `lane`'s v[r] is the total of value
+// ScatteredIndex<N>(lane, r), which the 32 / N lanes of a group hold alike
+// when N < 32 (ScatteredOwner: one of them). Exchange k (offset 16 >> k)
+// halves the values a lane holds (it keeps one half, its partner the other,
+// each adding what the other sends) while more than one is left, then plain
+// butterflies finish: N - 1 + log2(32 / N) shuffles for N <= 32, where a
+// WarpSum each takes 5 N (16 against 80 for a batch-8 product's 16 sums:
+// its tile's product phase 230 instructions instead of 379, its device span
+// 11.3 us instead of 12.4 on an H200, bench/results/experiments/
+// reduce_scatter_ab_session29.txt).
+template <int N, typename C>
+__device__ __forceinline__ void WarpReduceScatter(C (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= 64 && (N & (N - 1)) == 0, "N: a power of two up to 64");
+  ReduceScatterFrom<N / 2, 16>(v, lane);
+}
+// Which value WarpReduceScatter<N> leaves in lane `lane`'s v[r].
+template <int N>
+__device__ __forceinline__ int ScatteredIndex(int lane, int r) {
+  int index = r;
+#pragma unroll
+  for (int k = 0; k < 5; ++k) {
+    if ((N >> k) / 2 >= 1 && (lane & (16 >> k)) != 0) index += (N >> k) / 2;
+  }
+  return index;
+}
+// Whether lane `lane` is the first of the lanes that hold its values alike.
+template <int N>
+__device__ __forceinline__ bool ScatteredOwner(int lane) {
+  return N >= 32 || lane % (32 / N) == 0;
+}
+
 template <typename C>
 __device__ __forceinline__ C WarpMax(C v) {
 #pragma unroll

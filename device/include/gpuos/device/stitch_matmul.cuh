@@ -282,19 +282,27 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
       }
     }
   };
-  // The bias of the outputs this warp stores, with b when the program does
-  // not write it (a Linear layer's bias): no round trip in the store.
-  constexpr bool kBiasEarly = P::kBias && P::kBiasReady && P::kBM * kColumnsPerWarp <= 16;
-  C bias[kBiasEarly ? P::kBM : 1][kBiasEarly ? kColumnsPerWarp : 1];
-  if constexpr (kBiasEarly) {
+  // The warp's outputs: output o is (m, j) = (o / kColumnsPerWarp, o %
+  // kColumnsPerWarp), row m0 + m and column n0 + warp + kWarps * j. Their
+  // sums are reduce-scattered (WarpReduceScatter): this lane stores the
+  // kHeld outputs ScatteredIndex gives it, where it is their owner.
+  constexpr int kOutputs = P::kBM * kColumnsPerWarp;
+  constexpr int kPadded = PowerOfTwoAtLeast(kOutputs);
+  constexpr int kHeld = kPadded > 32 ? kPadded / 32 : 1;
+  const auto row_of = [&](int o) { return m0 + o / kColumnsPerWarp; };
+  const auto column_of = [&](int o) { return n0 + warp + kWarps * (o % kColumnsPerWarp); };
+  const auto stored = [&](int o) {
+    return o < kOutputs && ScatteredOwner<kPadded>(lane) && row_of(o) < P::kM &&
+           column_of(o) < P::kN;
+  };
+  // The bias of this lane's outputs, with b when the program does not
+  // write it (a Linear layer's bias): no round trip in the store.
+  constexpr bool kBiasEarly = P::kBias && P::kBiasReady;
+  C bias[kHeld];
 #pragma unroll
-    for (int m = 0; m < P::kBM; ++m) {
-#pragma unroll
-      for (int j = 0; j < kColumnsPerWarp; ++j) {
-        const int n = n0 + warp + kWarps * j;
-        bias[m][j] = m0 + m < P::kM && n < P::kN ? BiasAt(p, batch, m0 + m, n) : C(0);
-      }
-    }
+  for (int r = 0; r < kHeld; ++r) {
+    const int o = ScatteredIndex<kPadded>(lane, r);
+    bias[r] = kBiasEarly && stored(o) ? BiasAt(p, batch, row_of(o), column_of(o)) : C(0);
   }
   GPUOS_PHASE_BEGIN(phase_clock);
   if constexpr (P::kPrefetchB) load_b();
@@ -330,42 +338,22 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
       }
     }
   }
+  C sums[kPadded];
 #pragma unroll
-  for (int m = 0; m < P::kBM; ++m) {
-#pragma unroll
-    for (int j = 0; j < kColumnsPerWarp; ++j) acc[m][j] = WarpSum(acc[m][j]);
+  for (int o = 0; o < kPadded; ++o) {
+    sums[o] = o < kOutputs ? acc[o / kColumnsPerWarp][o % kColumnsPerWarp] : C(0);
   }
+  WarpReduceScatter<kPadded>(sums, lane);
   GPUOS_PHASE_MARK(phase_clock, 14);
-  // Every lane holds every sum now: lane L stores output L (and L + 32,
-  // ...; output m * kColumnsPerWarp + j is (m, j)), so that the warp's
-  // epilogues (bias, activation, residual, store) run side by side rather
-  // than one lane after another.
-  constexpr int kOutputs = P::kBM * kColumnsPerWarp;
-  constexpr int kOutputsPerLane = (kOutputs + 31) / 32;
+  // The warp's epilogues (bias, activation, residual, store) side by side,
+  // one output a lane.
 #pragma unroll
-  for (int q = 0; q < kOutputsPerLane; ++q) {
-    const int output = lane + 32 * q;
-    C value = C(0);
-    C b_value = C(0);
-    int m_of = 0;
-    int j_of = 0;
-#pragma unroll
-    for (int m = 0; m < P::kBM; ++m) {
-#pragma unroll
-      for (int j = 0; j < kColumnsPerWarp; ++j) {
-        if (output == m * kColumnsPerWarp + j) {
-          value = acc[m][j];
-          m_of = m;
-          j_of = j;
-          if constexpr (kBiasEarly) b_value = bias[m][j];
-        }
-      }
-    }
-    const int row = m0 + m_of;
-    const int n = n0 + warp + kWarps * j_of;
-    if (output < kOutputs && row < P::kM && n < P::kN) {
-      if constexpr (!kBiasEarly && P::kBias) b_value = BiasAt(p, batch, row, n);
-      StoreProduct<P>(p, batch, row, n, value, b_value);
+  for (int r = 0; r < kHeld; ++r) {
+    const int o = ScatteredIndex<kPadded>(lane, r);
+    if (stored(o)) {
+      C b_value = bias[r];
+      if constexpr (!kBiasEarly && P::kBias) b_value = BiasAt(p, batch, row_of(o), column_of(o));
+      StoreProduct<P>(p, batch, row_of(o), column_of(o), sums[r], b_value);
     }
   }
   GPUOS_PHASE_MARK(phase_clock, 15);
