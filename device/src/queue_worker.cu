@@ -975,11 +975,13 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // action or a claim attempt and loaded on the idle path (cuobjdump -sass;
   // making ShouldPark or the announcements non-inline spilled more).
   __shared__ ParkWatch park_watch;
+  __shared__ OpCache op_cache;  // RunDirectTiles's (queue_direct.cuh)
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
     cache.current = 0;
   }
+  if (threadIdx.x == 32) op_cache.slot = kNoOpCached;  // the thread that reads it
   const unsigned long long started_ns = GlobalTimerNs();
   const long long started_clock = clock64();
   unsigned long long idle_since = started_ns;
@@ -1089,7 +1091,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
-                    DirectContext{cache.descs[0], scratch, &completed, &recorder, 0});
+                    DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0});
       Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
@@ -1104,8 +1106,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           current == kAdmitDirect ||
           (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
       if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
-                                     DirectContext{cache.descs[0], scratch, &completed, &recorder,
-                                                   claimed_ns})) {
+                                     DirectContext{cache.descs[0], &op_cache, scratch, &completed,
+                                                   &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten
       } else {
         const unsigned long long first =

@@ -119,9 +119,24 @@ __device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int til
   *end = b + chunk < task.end ? b + chunk : task.end;
 }
 
+// A block's last operator resolved by RunDirectTiles: its slot (kNoOpCached:
+// none yet) and function. The operator table is part of the kernel image,
+// fixed while a grid runs (an epoch switch relaunches the grid, which starts
+// with an empty cache), so a slot's function is resolved once a launch.
+// Resolving at every submission (gpuos_resolve_operator: two dependent loads
+// of the image's table, through a call) took about 0.4 us of the 1.2 between
+// a block's read of the task and its first tile (H200, session 29,
+// bench/results/experiments/direct_op_cache_session29.txt).
+struct OpCache {
+  unsigned int slot;
+  OpFunction function;
+};
+constexpr unsigned int kNoOpCached = 0xffffffffu;
+
 // What OpenAndRunDirect and HelpRunDirect need of the worker.
 struct DirectContext {
   TensorDesc* descs;       // kMaxTaskTensors descriptors in shared memory (overwritten)
+  OpCache* op_cache;       // the block's, in shared memory
   unsigned char* scratch;  // the operators' shared scratch
   unsigned int* completed;
   BlockRecorder* recorder;
@@ -330,9 +345,19 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
     ctx.recorder->sequence = static_cast<unsigned int>(sequence);
   }
   if (threadIdx.x == 32) {
-    unsigned int found = 0;
-    op_function = gpuos_resolve_operator(task, &found);
-    op_slot = found;
+    OpCache& cached = *ctx.op_cache;
+    if (task.logical_op == 0 && task.opcode == cached.slot) {
+      op_function = cached.function;
+      op_slot = cached.slot;
+    } else {
+      unsigned int found = 0;
+      op_function = gpuos_resolve_operator(task, &found);
+      op_slot = found;
+      if (task.logical_op == 0 && op_function != nullptr) {
+        cached.slot = found;
+        cached.function = op_function;
+      }
+    }
   }
   OpCall call;
   call.task = &tile;
