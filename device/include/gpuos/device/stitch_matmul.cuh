@@ -346,7 +346,7 @@ __device__ __forceinline__ void MatmulKFast(const MatmulPointers<P>& p, int batc
   WarpReduceScatter<kPadded>(sums, lane);
   GPUOS_PHASE_MARK(phase_clock, 14);
   // The warp's epilogues (bias, activation, residual, store) side by side,
-  // one output a lane.
+  // kHeld outputs a lane.
 #pragma unroll
   for (int r = 0; r < kHeld; ++r) {
     const int o = ScatteredIndex<kPadded>(lane, r);
