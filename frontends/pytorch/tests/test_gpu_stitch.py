@@ -10,8 +10,9 @@ stream; attention (scores, softmax, product) is one stage of odd shapes too, and
 stores the probabilities per head when they are returned; flagged
 intermediates (a product's output polled as a later product's operand and
 residual) match eager and GPUOS_STITCH_FLAGS=0, on fewer worker blocks than
-tiles too; few-rows products of every count of outputs a warp match eager; a run whose stage wait times out is reported at the next call and
-the runs after it are right.
+tiles too; few-rows products of every count of outputs a warp match eager; a
+run whose stage wait times out is reported at the next call and the runs
+after it are right.
 Skipped (with the reason) without a GPU."""
 
 import json
