@@ -178,18 +178,18 @@ __host__ __device__ constexpr int PowerOfTwoAtLeast(int n) {
 // `yes` where `pick`, else `no`, as a select of two registers: written as
 // `pick ? v[a] : v[b]` the compiler indexed the array with the condition,
 // which put it in local memory (190 local loads and stores in a batch-8
-// product, sm_90 SASS, session 29).
+// product, sm_90 SASS, session 29). Float (the stages' compute type) by
+// selp; any other type by the plain conditional.
 template <typename C>
 __device__ __forceinline__ C Select(bool pick, C yes, C no) {
-  if constexpr (sizeof(C) == 4) {
-    float r;
-    asm("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %3, 0;\n\tselp.f32 %0, %1, %2, p;\n\t}"
-        : "=f"(r)
-        : "f"(static_cast<float>(yes)), "f"(static_cast<float>(no)), "r"(pick ? 1u : 0u));
-    return static_cast<C>(r);
-  } else {
-    return pick ? yes : no;
-  }
+  return pick ? yes : no;
+}
+__device__ __forceinline__ float Select(bool pick, float yes, float no) {
+  float r;
+  asm("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %3, 0;\n\tselp.f32 %0, %1, %2, p;\n\t}"
+      : "=f"(r)
+      : "f"(yes), "f"(no), "r"(pick ? 1u : 0u));
+  return r;
 }
 
 // One exchange of WarpReduceScatter (offset kOffset; kHalf: the values a
