@@ -971,7 +971,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // at claims: in registers, with its `drained` look, the worker spilled
   // 24 B where in shared memory it spilled none (210 registers, ef8b44e).
   // Since the park's bound (9e51386) the worker takes 216 registers and
-  // spills 24 B again: idle_since and the keep_warm word, stored after an
+  // spills 24 B again (16 B since the flags' load is 8 bytes, ABI 10):
+  // idle_since and the keep_warm word, stored after an
   // action or a claim attempt and loaded on the idle path (cuobjdump -sass;
   // making ShouldPark or the announcements non-inline spilled more).
   __shared__ ParkWatch park_watch;

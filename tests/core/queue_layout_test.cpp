@@ -38,12 +38,13 @@ TEST(QueueLayoutTest, OneTaskAndFortyNineTensorsFitTheSlot) {
   EXPECT_GT(SubmissionPayloadWords(1, 50, 1), kInlinePayloadWords);
 }
 
-// A poller reads stop, keep_warm and lone_hint with one 16-byte load
-// (TryClaimSubmission).
-TEST(QueueLayoutTest, StopKeepWarmAndLoneHintAreOneSixteenByteWord) {
-  EXPECT_EQ(offsetof(QueueControl, stop) % 16, 0u);
+// A poller reads the tail and lone_hint with one 16-byte acquire load, and
+// stop and keep_warm with one 8-byte load (TryClaimSubmission).
+TEST(QueueLayoutTest, TailAndLoneHintAreOneSixteenByteWord) {
+  EXPECT_EQ(offsetof(QueueControl, submit_tail) % 16, 0u);
+  EXPECT_EQ(offsetof(QueueControl, lone_hint), offsetof(QueueControl, submit_tail) + 8);
+  EXPECT_EQ(offsetof(QueueControl, stop) % 8, 0u);
   EXPECT_EQ(offsetof(QueueControl, keep_warm), offsetof(QueueControl, stop) + 4);
-  EXPECT_EQ(offsetof(QueueControl, lone_hint), offsetof(QueueControl, stop) + 8);
   EXPECT_EQ(sizeof(QueueControl), 128u);
 }
 

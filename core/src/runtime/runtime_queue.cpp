@@ -306,9 +306,8 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   diagnostics_.history.Add({sequence, first_id, task_count});
   // A lone tiled task that travels inline: the poller that claims it names
   // it to idle blocks, which run its tiles directly (queue.h, lone_hint;
-  // queue_direct.cuh). Written
-  // before the tail; a poller that reads an older hint with the new tail
-  // finds it names another sequence and admits the graph as any other.
+  // queue_direct.cuh). Written before the tail, in the same 16-byte word
+  // that pollers read at once: a poller that sees this tail sees this hint.
   if (inline_graph && device::SubmissionCountsTiles(task_count, first_root_tiles)) {
     control_->lone_hint = device::EncodeLoneHint(sequence, first_root_tiles,
                                                  device::kSubmissionRecordWords + payload_words);

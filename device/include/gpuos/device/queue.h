@@ -122,19 +122,19 @@ constexpr unsigned int kGateRetryTask = 0xfffffffeu;
 struct alignas(64) QueueControl {
   // Host -> device.
   unsigned long long submit_tail;  // submissions published; written last (release)
-  unsigned long long reserved0;
-  // stop, keep_warm and lone_hint share one 16-byte word, which a poller
-  // reads with one load in flight with the tail (TryClaimSubmission).
+  // The newest submission when it is a lone tiled task travelling inline
+  // (EncodeLoneHint; written before submit_tail): when it names the
+  // submission a poller claims, the poller tells idle blocks to run its
+  // tiles directly (QueueDeviceState::direct_board). It shares a 16-byte
+  // word with the tail, which a poller reads with one acquire load
+  // (TryClaimSubmission): a tail read with it is never newer than the hint.
+  unsigned long long lone_hint;
+  // stop and keep_warm: one 8-byte load, in flight with the tail's.
   unsigned int stop;  // 1: every block exits as soon as it is idle
   // Bumped by Runtime::KeepWarm: a poller that sees it change counts it as
   // activity, so the grid does not park for idle_park after it.
   unsigned int keep_warm;
-  // The newest submission when it is a lone tiled task travelling inline
-  // (EncodeLoneHint; written before submit_tail): when it names the
-  // submission a poller claims, the poller tells idle blocks to run its
-  // tiles directly (QueueDeviceState::direct_board).
-  unsigned long long lone_hint;
-  unsigned long long reserved1[4];
+  unsigned long long reserved1[5];
   // Device -> host.
   unsigned long long parked_generation;  // generation of the last grid that parked
   unsigned long long completed_tasks;    // tiles finished, mirrored at completions and parks

@@ -7,8 +7,9 @@
 // - The poller that claims S finds the host's lone_hint naming it and
 //   announces S on QueueDeviceState::direct_board (one word on the help
 //   board's line, which idle blocks read every round), with how many blocks
-//   should help and how many payload words S has. Where the hint it read
-//   was older than the tail (both are read in flight together), the
+//   should help and how many payload words S has. The hint shares a
+//   16-byte word with the tail and names the newest submission; where a
+//   poller behind the tail claims S while the hint names a later one, the
 //   admitting block announces S once it has read the slot's record
 //   (AnnounceDirectFromRecord).
 // - The admitting block (the poller) reads the slot as for any admission.
@@ -193,12 +194,13 @@ __device__ __forceinline__ unsigned long long HolderSequence(const DirectClaim& 
 // ParseSlot): whether the record shows a lone tiled task travelling inline
 // (what the host hints). If so, thread 0 announces it on the direct board
 // now, after the slot read rather than at the claim, and its *seen becomes
-// `sequence` (its own word is not news to it). The hint is read in flight
-// with the tail, so it can be older than the tail: the first poller to see
-// a new tail is the likeliest to have read the hint just before the host
-// wrote it (37-48% of the lone tiled submissions of
+// `sequence` (its own word is not news to it). The hint names only the
+// newest submission, so a poller that claims an older one (submissions
+// published faster than claimed) finds it here. (Until ABI 10 the hint was
+// a separate load in flight with the tail's and could be older than it:
+// 37-48% of the lone tiled submissions of
 // RuntimeGpuTest.LoneTiledTaskFinishesWithItsLastTile ran on the board path
-// without this, bench/results/experiments/gpu_checks_session25.txt).
+// without this, bench/results/experiments/gpu_checks_session25.txt.)
 __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
                                                          unsigned long long sequence,
                                                          const Submission& sub,

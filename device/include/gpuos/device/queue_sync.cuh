@@ -231,17 +231,19 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                                                                  unsigned long long* host_flags,
                                                                  bool* direct,
                                                                  unsigned long long claim_below) {
-  // Issued before the acquiring load, so that both are in flight together:
-  // the flags and the hint in one 16-byte load (one PCIe read; a third load
-  // for the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
-  // bench/results/experiments/direct_tiles_session24.txt).
+  // The flags issued before the acquiring load, so that both are in flight
+  // together; the tail and the hint in one 16-byte load, so that a new tail
+  // comes with its hint. (Read as a separate load beside the tail, a third
+  // load per poll, the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
+  // bench/results/experiments/direct_tiles_session24.txt.)
+  *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+  unsigned long long tail;
   unsigned long long hint;
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
-               : "=l"(*host_flags), "=l"(hint)
-               : "l"(&q.control->stop)
+  asm volatile("ld.acquire.sys.global.v2.u64 {%0, %1}, [%2];"
+               : "=l"(tail), "=l"(hint)
+               : "l"(&q.control->submit_tail)
                : "memory");
   if (!kReadLoneHint) hint = 0;
-  const unsigned long long tail = LoadAcquireSys(&q.control->submit_tail);
   if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
   const unsigned long long head = Volatile(&q.state->submit_head);
   *direct = false;
@@ -249,8 +251,10 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
   atomicAdd(&q.state->in_flight, 1u);
   atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
-  // A hint read before the tail may be older than it: it counts only where
-  // it names this very submission (written for it before its tail).
+  // The hint names the newest submission the tail shows; it counts only
+  // where that is this very one (a poller behind the tail claims an older
+  // submission first, which its admitting block may announce from the
+  // record: AnnounceDirectFromRecord).
   if (kDirectTiles && LoneHintNames(hint, head + 1)) {
     PostDirectBoard(q, head + 1, LoneHintTiles(hint), LoneHintWords(hint));
     *direct = true;
