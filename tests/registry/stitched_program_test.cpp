@@ -257,6 +257,64 @@ TEST_F(StitchedProgramTest, OneQueryAttentionCompilesForOddShapes) {
   }
 }
 
+// Scores and probabilities in the program's own workspace that no other
+// stage reads stay in the tile's shared memory (docs/stitching.md,
+// "Attention"); read by a later task, or outside the workspace, they are
+// stored as the unfused tasks would store them.
+TEST_F(StitchedProgramTest, AttentionStoresOnlyTheIntermediatesSomethingElseReads) {
+  const auto stitch = [&](const StitchDesc& desc) {
+    auto program = StitchProgram(desc);
+    EXPECT_TRUE(program.ok()) << program.status().ToString();
+    return program.ok() ? *program : StitchedProgram{};
+  };
+  const auto has = [](const StitchedProgram& p, const std::string& text) {
+    return p.op.device_code.code.find(text) != std::string::npos;
+  };
+  StitchDesc internal = Attention(32);
+  internal.internal_buffers = {3, 4, 5};
+  const StitchedProgram on_chip = stitch(internal);
+  ASSERT_EQ(on_chip.stages.size(), 1u);
+  EXPECT_FALSE(on_chip.stages[0].stores_scores);
+  EXPECT_FALSE(on_chip.stages[0].stores_probs);
+  EXPECT_TRUE(has(on_chip, "kStoreScores = false;"));
+  EXPECT_TRUE(has(on_chip, "kStoreProbs = false;"));
+  EXPECT_NE(on_chip.op.description.find("; unread scores and probabilities not stored: stages 0"),
+            std::string::npos)
+      << on_chip.op.description;
+  ExpectCompiles(on_chip);
+
+  // A later task reads the scores (relu into buffer 7): they are stored,
+  // the probabilities still are not.
+  StitchDesc scores_read = internal;
+  scores_read.num_buffers = 8;
+  scores_read.tasks.push_back(Task("relu", {Dense(3, {8, 32, 32}), Dense(7, {8, 32, 32})}));
+  const StitchedProgram read = stitch(scores_read);
+  ASSERT_EQ(read.stages.size(), 2u);
+  EXPECT_TRUE(read.stages[0].stores_scores);
+  EXPECT_FALSE(read.stages[0].stores_probs);
+  EXPECT_TRUE(has(read, "kStoreScores = true;"));
+  EXPECT_NE(read.op.description.find("not stored: stages 0 (probabilities)"), std::string::npos)
+      << read.op.description;
+  EXPECT_EQ(read.stages[1].waits, std::vector<std::uint32_t>{0});
+  ExpectCompiles(read);
+
+  // Not in the workspace (the program's caller may read them), or the
+  // switch off: both stored.
+  for (bool inside : {false, true}) {
+    StitchDesc desc = Attention(32);
+    if (inside) {
+      desc.internal_buffers = {3, 4, 5};
+      desc.drop_unread_intermediates = false;
+    }
+    const StitchedProgram stored = stitch(desc);
+    ASSERT_EQ(stored.stages.size(), 1u);
+    EXPECT_TRUE(stored.stages[0].stores_scores);
+    EXPECT_TRUE(stored.stages[0].stores_probs);
+    EXPECT_TRUE(has(stored, "kStoreProbs = true;"));
+    EXPECT_EQ(stored.op.description.find("not stored"), std::string::npos);
+  }
+}
+
 TEST_F(StitchedProgramTest, AttentionUnfusedIsThreeStagesAndCompiles) {
   for (long long seq : {32, 128}) {
     SCOPED_TRACE("seq " + std::to_string(seq));

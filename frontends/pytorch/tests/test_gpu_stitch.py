@@ -96,7 +96,33 @@ def test_workload_is_one_stitched_task_matching_eager(gpu, unstitched, stitch_no
     if case.workload == "mlp_microbatch":  # every Linear's output carries its readiness
         assert any(n.endswith("; flagged outputs: stages 0,1,2,3)") for n in stitch_notes), \
             stitch_notes
+    else:  # attention's scores and probabilities are read by nothing else
+        assert any("; unread scores and probabilities not stored: stages " in n
+                   for n in stitch_notes), stitch_notes
     assert s["tasks"] > 6  # the unstitched program's tasks, one stitched task per call
+
+
+class _AttentionAndProbabilities(torch.nn.Module):
+    """Attention whose probabilities a later op reads (p * 2, an output):
+    the stage stores them; its scores, read by nothing else, it does not."""
+
+    def forward(self, q, k, v):
+        p = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        return p @ v, p * 2
+
+
+def test_attention_stores_probabilities_a_later_op_reads(gpu, stitch_notes):
+    module = _AttentionAndProbabilities()
+    generator = torch.Generator().manual_seed(11)
+    f = gpuos.compile(module)
+    with torch.no_grad():
+        for _ in range(3):
+            q, k, v = (torch.randn(8, 32, 64, generator=generator).to(gpu) for _ in range(3))
+            _close(f(q, k, v), module(q, k, v))
+    s = gpuos.stats()
+    assert s["stitched_programs"] == 1 and s["eager_calls"] == 0, (s["unstitched"], stitch_notes)
+    assert any("; unread scores and probabilities not stored: stages 0 (scores)" in n
+               for n in stitch_notes), stitch_notes
 
 
 def test_many_runs_in_a_row_count_on_from_the_last(gpu):

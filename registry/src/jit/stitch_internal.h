@@ -112,6 +112,9 @@ struct AttentionStage {
   double alpha = 1.0;
   // Tiling (stitch_attention.cuh).
   int bm = 1, split = 1, vec = 1;
+  // Whether the scores and the probabilities are stored (false: nothing
+  // outside the stage reads them; DropUnreadAttentionStores).
+  bool store_scores = true, store_probs = true;
 };
 
 struct Stage {
@@ -168,6 +171,16 @@ struct Access {
 // (StitchProgram checks).
 std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages,
                               std::vector<Access>& accesses, std::size_t first_slot);
+
+// Unread intermediates of attention stages: an attention stage's scores
+// or probabilities (its accesses' writes 0 and 1, as the planner lists
+// them) lie in one of desc.internal_buffers and no other stage reads any
+// byte of their range: the stage keeps them on chip (store_scores /
+// store_probs false) and the write leaves `accesses` (nothing waits for
+// it). Returns how many of them it dropped.
+// REQUIRES: every desc.internal_buffers entry below desc.num_buffers.
+std::size_t DropUnreadAttentionStores(const StitchDesc& desc, std::vector<Stage>& stages,
+                                      std::vector<Access>& accesses);
 
 // An attention stage's keys or values (`operand`, [batch, rows, columns]
 // with `sizes`, the keys along `key_axis`) read from the inputs of the cat

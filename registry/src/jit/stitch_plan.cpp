@@ -157,6 +157,7 @@ class Planner {
       flagged_slots_ = jit::FlagIntermediates(desc_, stages_, accesses_,
                                               (stages_.size() + 1) * jit::kSlotsPerLine);
     }
+    if (desc_.drop_unread_intermediates) jit::DropUnreadAttentionStores(desc_, stages_, accesses_);
     // Buffers some stage writes: a product whose b is not one of them may
     // load b before it waits.
     std::vector<bool> written(desc_.num_buffers, false);
@@ -870,6 +871,7 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   result.task_counter_offset = stages.size() * kCounterStrideBytes;
   std::string description = "stitched: " + std::to_string(stages.size()) + " stages:";
   std::string flagged;  // the stages whose outputs are flagged intermediates
+  std::string on_chip;  // attention stages that store neither scores nor probabilities (or one)
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     description += (s == 0 ? " " : " -> ") + stage.op + "(" + std::to_string(stage.tiles) + ")";
@@ -885,9 +887,21 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
     info.waits = stage.waits;
     info.flagged_output = stage.kind == Stage::Kind::kMatmul && stage.matmul.out.flagged;
     if (info.flagged_output) flagged += (flagged.empty() ? "" : ",") + std::to_string(s);
+    if (stage.kind == Stage::Kind::kAttention) {
+      info.stores_scores = stage.attention.store_scores;
+      info.stores_probs = stage.attention.store_probs;
+      if (!info.stores_scores || !info.stores_probs) {
+        on_chip += (on_chip.empty() ? "" : ",") + std::to_string(s) +
+                   (info.stores_scores  ? " (probabilities)"
+                    : info.stores_probs ? " (scores)"
+                                        : "");
+      }
+    }
     result.stages.push_back(std::move(info));
   }
   if (!flagged.empty()) description += "; flagged outputs: stages " + flagged;
+  if (!on_chip.empty())
+    description += "; unread scores and probabilities not stored: stages " + on_chip;
   const jit::StitchCode unnamed =
       jit::GenerateStitchCode(stages, result.tiles, std::string(kVirtualFilePrefix));
   ContentHasher hasher;

@@ -7,11 +7,14 @@
 //
 // with the formulas of those stages (stitch_matmul.cuh, stitch_rows.cuh):
 // the scores and the probabilities are the values their tasks would store,
-// and they are stored too, so a program that reads them elsewhere sees what
-// it would without the fusion. What the fusion saves is two stage
-// boundaries (a wait for every tile of the previous stage, and reading the
-// scores and the probabilities back from L2) and the products' generic
-// tiling.
+// and they are stored where the program may read them elsewhere (kStoreScores,
+// kStoreProbs: false when they lie in the program's own workspace and no
+// other stage reads them, registry/src/jit/stitch_unread.cpp), so such a
+// program sees what it would without the fusion. What the fusion saves is
+// two stage boundaries (a wait for every tile of the previous stage, and
+// reading the scores and the probabilities back from L2), the products'
+// generic tiling and, where nothing else reads them, the intermediates'
+// stores.
 //
 // P (written by registry/src/jit/stitch_codegen.cpp): T; kBatch; kM queries,
 // kN keys, kD (q's row length), kDv (v's columns); operands as in
@@ -22,7 +25,8 @@
 // kAlpha; kBM queries a tile (kBM * (kD + kN) values of the compute type fit
 // the scratch); kSplit lanes share one key's dot products (a power of two
 // dividing kD and 32), kVec 4 when each lane's part of a key is 16-byte
-// aligned and contiguous.
+// aligned and contiguous; kStoreScores and kStoreProbs: whether S and Pr
+// are stored.
 //
 // A tile computes queries [m0, m0 + kBM) of one batch item. After the wait
 // its first keys (step 2) and values (step 4) are loaded with q's rows, one
@@ -48,6 +52,14 @@ namespace gpuos {
 namespace device {
 namespace stitch {
 
+// GPUOS_STITCH_STORE_UNREAD (a JIT define): the scores and probabilities
+// are stored even where nothing else reads them (an A/B switch).
+#ifdef GPUOS_STITCH_STORE_UNREAD
+constexpr bool kStoreUnread = true;
+#else
+constexpr bool kStoreUnread = false;
+#endif
+
 // Step 3 for one row of the scores: its elements j = first, first +
 // stride, ... in `row` (the scratch) become the probabilities, there and
 // in `probs_row`; max_of and sum_of combine a value over the threads that
@@ -71,7 +83,8 @@ __device__ __forceinline__ void SoftmaxRow(compute_type_t<typename P::T>* row,
   for (int j = first; j < P::kN; j += stride) {
     const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
     row[j] = p;
-    probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+    if constexpr (P::kStoreProbs || kStoreUnread)
+      probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
   }
 }
 
@@ -241,7 +254,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
       for (int m = 0; m < P::kBM; ++m) {
         const C value = convert<C>(convert<T>(s[m]));  // as baddbmm stores it
         ps[m * P::kN + j] = value;
-        if (m0 + m < P::kM) {
+        if ((P::kStoreScores || kStoreUnread) && m0 + m < P::kM) {
           scores[static_cast<long long>(m0 + m) * P::kSSm + static_cast<long long>(j) * P::kSSn] =
               convert<T>(value);
         }

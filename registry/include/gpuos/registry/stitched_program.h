@@ -78,7 +78,8 @@ struct StitchDesc {
   // Whether three consecutive tasks scores = q x kt (bmm, or baddbmm with
   // beta 0), probs = softmax(scores), out = probs x v (bmm) become one
   // attention stage (stitch_attention.cuh) where its shapes fit: the
-  // scores and probabilities are still stored.
+  // scores and probabilities are still stored unless nothing else reads
+  // them (drop_unread_intermediates).
   bool fuse_attention = true;
   // Buffers that only the program's own tasks read (intermediates): a
   // product's output in one of them may become a flagged intermediate
@@ -87,6 +88,10 @@ struct StitchDesc {
   // count. Each below num_buffers.
   std::vector<std::uint32_t> internal_buffers;
   bool flag_intermediates = true;  // false: none (an A/B switch)
+  // Whether an attention stage whose scores or probabilities lie in
+  // internal_buffers, read by no other stage, leaves them unstored (they
+  // stay in the tile's shared memory); false: always stored (an A/B switch).
+  bool drop_unread_intermediates = true;
 };
 
 // One stage of the result (diagnostics and tests).
@@ -98,6 +103,9 @@ struct StitchStage {
   std::uint32_t tiles = 0;
   std::vector<std::uint32_t> waits;  // stages it waits for (a transitive reduction)
   bool flagged_output = false;       // its output is a flagged intermediate
+  // An attention stage's: whether it stores its scores and probabilities
+  // (StitchDesc::drop_unread_intermediates).
+  bool stores_scores = true, stores_probs = true;
 };
 
 struct StitchedProgram {
