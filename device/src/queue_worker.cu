@@ -635,7 +635,6 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
     call.num_tensors = num_tensors;
     call.status = q.slot_status + slot;  // the submission's own error record
     call.table = num_tensors != 0 && !bad_tensor ? q.tensors + desc.tensors[0] : nullptr;
-    call.shared_table = nullptr;
     // LoadTensors checked the indices and num_tensors is clamped, so only
     // the slot is left to check (gpuos_task_operator does all three).
     const gpuos::device::OpFunction op = op_function;

@@ -102,7 +102,6 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     call.num_tensors = params.num_tensors;
     call.status = status;
     call.table = nullptr;
-    call.shared_table = nullptr;
     const int first_tensor = call.task->num_tensors != 0 ? call.task->tensors[0] : -1;
     if (first_tensor >= 0 && static_cast<unsigned int>(first_tensor) < params.num_tensors) {
       call.table = call.tensors + first_tensor;

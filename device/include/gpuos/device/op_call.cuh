@@ -27,12 +27,6 @@ struct OpCall {
   // AddAddressTableTask its addresses, 8 bytes each (stitched programs,
   // gpuos/device/stitch.cuh).
   const TensorDesc* table;
-  // The same table copied into the block's shared memory, where the worker
-  // had it at hand and it fits (direct tiles: queue_direct.cuh,
-  // LoadDirectTask), else null. Stitched stage code reads its addresses
-  // from here when set (stitch.cuh, Tile): a shared-memory load instead of
-  // an L2 round trip in front of a tile's first loads.
-  const TensorDesc* shared_table;
 
   // The k-th tensor of the task (inputs first, then outputs).
   __device__ __forceinline__ const TensorDesc& tensor(int k) const {

@@ -295,32 +295,9 @@ __device__ unsigned long long AwaitDirectOpening(DirectSlot* direct, unsigned lo
   }
 }
 
-// Words of ctx.descs (kMaxTaskTensors descriptors in shared memory).
-constexpr unsigned int kDescsWords = kMaxTaskTensors * kTensorWords;
-
-// GPUOS_DIRECT_SHARED_TABLE=0 (a JIT define): stitched stage code reads its
-// address table from the area in L2, as before session 30 (an A/B switch).
-#ifndef GPUOS_DIRECT_SHARED_TABLE
-#define GPUOS_DIRECT_SHARED_TABLE 1
-#endif
-
-// Whether a task's table (its first tensor's descriptor and what follows it
-// in the area: an address table's addresses) fits ctx.descs whole, so that
-// LoadDirectTask leaves it there (OpCall::shared_table): a task of one
-// tensor (stitched programs) whose area holds at most kDescsWords words
-// from that descriptor on. `task` as LoadDirectTask leaves it (its indices
-// relative to the area's tensors).
-__device__ __forceinline__ bool TableFitsDescs(const TaskDesc& task, unsigned int area_words) {
-  if (GPUOS_DIRECT_SHARED_TABLE == 0 || task.num_tensors != 1 || task.tensors[0] < 0) return false;
-  const unsigned int first = kTaskWords + static_cast<unsigned int>(task.tensors[0]) * kTensorWords;
-  return first < area_words && area_words - first <= kDescsWords;
-}
-
 // All threads: the task (into `task`) and its tensors' descriptors (into
-// ctx.descs) from the area's first `area_words` words (L2); where the
-// task's table fits (TableFitsDescs), its words from the first descriptor
-// on, as the area has them. Thread 0 claims a tile with the loads in flight
-// when `claim` is set, and returns the word.
+// ctx.descs) from the area's first `area_words` words (L2). Thread 0 claims
+// a tile with the loads in flight when `claim` is set, and returns the word.
 __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* area,
                                              unsigned int area_words, bool claim, TaskDesc* task,
                                              const DirectContext& ctx) {
@@ -338,17 +315,6 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
   }
   __syncthreads();
   const unsigned int num = task->num_tensors <= kMaxTaskTensors ? task->num_tensors : 0u;
-  if (TableFitsDescs(*task, area_words)) {
-    const unsigned int first =
-        kTaskWords + static_cast<unsigned int>(task->tensors[0]) * kTensorWords;
-    int4* const descs = reinterpret_cast<int4*>(ctx.descs);
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int p = threadIdx.x + j * blockDim.x;
-      if (p >= first && p < area_words) descs[p - first] = payload.w[j];
-    }
-    return word;
-  }
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
     const unsigned int p = threadIdx.x + j * blockDim.x;
@@ -365,12 +331,10 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
 
 // All threads: runs tile `first` (valid: this block holds it) of submission
 // `sequence`'s task (`task`, `tiles`; its descriptors in ctx.descs, its
-// table in the area and, when `table_in_descs`, in ctx.descs too) and the
-// tiles it claims after it; the block whose count is the last completes the
-// submission.
+// table in the area) and the tiles it claims after it; the block whose count
+// is the last completes the submission.
 __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, const TaskDesc& task,
-                               unsigned int tiles, unsigned int first, bool table_in_descs,
-                               const DirectContext& ctx) {
+                               unsigned int tiles, unsigned int first, const DirectContext& ctx) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int claimed;  // the tile to run next, kNoTask: none
   __shared__ OpFunction op_function;
@@ -406,7 +370,6 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   call.status = q.slot_status + slot;
   call.table = reinterpret_cast<const TensorDesc*>(DirectArea(q, slot) + kTaskWords) +
                (num_tensors != 0 ? task.tensors[0] : 0);
-  call.shared_table = table_in_descs ? ctx.descs : nullptr;
   __syncthreads();
   while (claimed != kNoTask) {
     if (threadIdx.x == 0) {
@@ -472,7 +435,7 @@ __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, false, &task, ctx);
   __syncthreads();
-  RunDirectTiles(q, sequence, task, tiles, 0, TableFitsDescs(task, opened_words), ctx);
+  RunDirectTiles(q, sequence, task, tiles, 0, ctx);
   return true;
 }
 
@@ -522,11 +485,10 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   __syncthreads();
   if (claimed == kNoTask) return;
   if (reload) {
-    area_words = kInlinePayloadWords;
-    LoadDirectTask(direct, area, area_words, false, &task, ctx);
+    LoadDirectTask(direct, area, kInlinePayloadWords, false, &task, ctx);
     __syncthreads();
   }
-  RunDirectTiles(q, run, task, tiles, claimed, TableFitsDescs(task, area_words), ctx);
+  RunDirectTiles(q, run, task, tiles, claimed, ctx);
 }
 
 }  // namespace queue

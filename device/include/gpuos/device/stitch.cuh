@@ -274,16 +274,12 @@ class Tile {
   // Not copyable: a copy would carry its own deadline (clock_).
   Tile(const Tile&) = delete;
   Tile& operator=(const Tile&) = delete;
-  // The table from the block's shared copy where the worker made one
-  // (OpCall::shared_table: direct tiles), else from device memory.
   __device__ Tile(const OpContext& ctx, int stages, unsigned int tiles, bool waits)
       : ctx_(&ctx),
-        shared_table_(ctx.call().shared_table != nullptr),
-        addresses_(reinterpret_cast<const unsigned long long*>(
-            (shared_table_ ? ctx.call().shared_table : ctx.call().table) + 1)),
+        addresses_(reinterpret_cast<const unsigned long long*>(ctx.call().table + 1)),
         stages_(stages),
         tiles_(tiles) {
-    counters_ = reinterpret_cast<unsigned long long*>(TableWord(addresses_ - kTableHeadWords));
+    counters_ = reinterpret_cast<unsigned long long*>(Load(&ctx.call().table[0].data));
     // Thread 0 of a stage that waits: the task's counter, which tells the
     // run (Poll; in flight while the stage loads its weights). A stage that
     // waits for nothing does not need it.
@@ -293,7 +289,7 @@ class Tile {
   // Element 0 of buffer `buffer` as E (one load from the table: keep it).
   template <typename E>
   __device__ __forceinline__ E* ptr(int buffer) const {
-    return reinterpret_cast<E*>(TableWord(addresses_ + buffer));
+    return reinterpret_cast<E*>(Load(addresses_ + buffer));
   }
 
   // Thread 0: waits until stage `stage` counted its `tiles` tiles of this
@@ -370,19 +366,7 @@ class Tile {
   // Thread 0's, when the stage waits.
   __device__ unsigned long long Run() const { return RunOf(task_count_); }
 
-  // table[0] (its `data`, the counters' address, is its first word) in
-  // 8-byte words: the addresses start right after it.
-  static constexpr int kTableHeadWords = sizeof(TensorDesc) / 8;
-  static_assert(sizeof(TensorDesc) % 8 == 0, "table[0] is whole 8-byte words");
-  // A word of the table: a shared-memory load from the block's copy, or an
-  // L2 load (the area is rewritten for every submission of its ring slot:
-  // no L1 line of it may be trusted).
-  __device__ __forceinline__ unsigned long long TableWord(const unsigned long long* p) const {
-    return shared_table_ ? *p : Load(p);
-  }
-
   const OpContext* ctx_;
-  bool shared_table_;                    // the table is the block's shared copy
   const unsigned long long* addresses_;  // the buffers' (the table's records)
   unsigned long long* counters_ = nullptr;
   int stages_;
