@@ -811,7 +811,7 @@ struct ParkWatch {
 __device__ __forceinline__ void LookForPark(const Queue& q, ParkWatch* watch) {
   if (!watch->leaving() &&
       Volatile(&q.state->parking_generation) == static_cast<unsigned int>(q.generation)) {
-    watch->claim_below = gpuos::device::ParkClaimBound(true, false, 0);
+    watch->claim_below = gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kBoundUnknown, 0);
   }
 }
 
@@ -846,7 +846,7 @@ __device__ __noinline__ void AnnounceParkAndBound(const Queue& q, unsigned long 
   StoreVolatile(&q.state->park_run_until, run_until);
   __threadfence();
   StoreVolatile(&q.state->park_bound_generation, static_cast<unsigned int>(q.generation));
-  watch->claim_below = gpuos::device::ParkClaimBound(true, true, run_until);
+  watch->claim_below = gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kBounded, run_until);
 }
 
 // Thread 0 of an idle block: true when the block should exit now. A
@@ -921,7 +921,8 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
                               static_cast<unsigned int>(now))) {
         return false;
       }
-      watch->claim_below = gpuos::device::ParkClaimBound(true, false, 0);
+      watch->claim_below =
+          gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kBoundUnknown, 0);
       if (atomicExch(&q.state->parking_generation, generation) != generation) {
         // This block begins the park; it polls for what lies below the bound.
         AnnounceParkAndBound(q, started_ns, started_clock, watch);
@@ -934,8 +935,8 @@ __device__ bool ShouldPark(const Queue& q, unsigned long long idle_since,
       // it (0 as a bound reads it again, harmlessly).
       if (Volatile(&q.state->park_bound_generation) != generation) return false;
       __threadfence();
-      watch->claim_below =
-          gpuos::device::ParkClaimBound(true, true, Volatile(&q.state->park_run_until));
+      watch->claim_below = gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kBounded,
+                                                         Volatile(&q.state->park_run_until));
     }
     // What this grid claimed or may still claim runs on all of its blocks.
     if (Volatile(&q.state->submit_head) < watch->claim_below ||
@@ -997,7 +998,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
   if (threadIdx.x == 0) {
-    park_watch = ParkWatch{gpuos::device::ParkClaimBound(false, false, 0), {}};  // running
+    park_watch =
+        ParkWatch{gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kRunning, 0), {}};
     recorder.Begin(q);
     direct_seen = DirectBoardSequence(DecodeDirectBoard(Volatile(&q.state->direct_board)).sequence,
                                       Volatile(&q.state->submit_head));

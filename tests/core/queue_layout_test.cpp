@@ -139,11 +139,12 @@ TEST(QueueParkLookTest, TimesWrapAt32Bits) {
 // submission past it is the new grid's: its Submit saw the park), then only
 // what lies below the bound; a running grid claims anything.
 TEST(QueueParkLookTest, ParkingGridClaimsOnlyBelowItsBound) {
-  EXPECT_EQ(ParkClaimBound(false, false, 0), ~0ull);
-  EXPECT_EQ(ParkClaimBound(false, true, 12), ~0ull) << "a running grid is not bounded";
-  EXPECT_EQ(ParkClaimBound(true, false, 12), 0ull) << "claimed before the bound was known";
-  EXPECT_EQ(ParkClaimBound(true, true, 12), 12ull);
-  EXPECT_EQ(ParkClaimBound(true, true, 0), 0ull);
+  EXPECT_EQ(ParkClaimBound(ParkPhase::kRunning, 0), ~0ull);
+  EXPECT_EQ(ParkClaimBound(ParkPhase::kRunning, 12), ~0ull) << "a running grid is not bounded";
+  EXPECT_EQ(ParkClaimBound(ParkPhase::kBoundUnknown, 12), 0ull)
+      << "claimed before the bound was known";
+  EXPECT_EQ(ParkClaimBound(ParkPhase::kBounded, 12), 12ull);
+  EXPECT_EQ(ParkClaimBound(ParkPhase::kBounded, 0), 0ull);
 }
 
 }  // namespace

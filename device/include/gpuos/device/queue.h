@@ -297,15 +297,30 @@ GPUOS_HOST_DEVICE inline bool SecondLookConfirms(DrainedLook* look, unsigned int
   return now_low - look->at >= kParkRecheckNs;
 }
 
+// Where a block's grid is in a park, as far as its claims go.
+enum class ParkPhase {
+  kRunning,       // not parking
+  kBoundUnknown,  // parking; the park's bound (QueueDeviceState::park_run_until) not known yet
+  kBounded,       // parking; the bound known
+};
+
 // The submissions a block may claim (those below the returned index): all
 // while its grid runs; none while the grid parks and the park's bound is
-// not known yet (QueueDeviceState::park_run_until); those below the bound
-// once it is. A submission at or past the bound was published after the
-// host could see the park, so its Submit launches a new grid for it.
-GPUOS_HOST_DEVICE inline unsigned long long ParkClaimBound(bool leaving, bool bounded,
+// not known yet; those below the bound (`run_until`, read only when
+// kBounded) once it is. A submission at or past the bound was published
+// after the host could see the park, so its Submit launches a new grid for
+// it.
+GPUOS_HOST_DEVICE inline unsigned long long ParkClaimBound(ParkPhase phase,
                                                            unsigned long long run_until) {
-  if (!leaving) return ~0ull;
-  return bounded ? run_until : 0ull;
+  switch (phase) {
+    case ParkPhase::kRunning:
+      return ~0ull;
+    case ParkPhase::kBoundUnknown:
+      return 0ull;
+    case ParkPhase::kBounded:
+      return run_until;
+  }
+  return 0ull;
 }
 
 // QueueDeviceState::direct_board: the sequence (low 42 bits; a reader
