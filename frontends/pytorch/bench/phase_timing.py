@@ -54,13 +54,18 @@ def _case(case, device, calls: int) -> dict:
     inputs = case.make_inputs(device, torch.Generator().manual_seed(0))
     compiled = gpuos.compile(module)
     key = f"cuda:{device.index}"
+    print(f"{case.name}: building and warming up", flush=True)
     with torch.no_grad():
         trace_events.time_calls(compiled, inputs, device, 20)
         before = _sums(key)
+        # PyTorch's stream, as the benchmark synchronizes: torch.cuda.
+        # synchronize() would also wait for the worker to park after every
+        # call (docs/pytorch.md), so each call would start a new grid.
+        stream = torch.cuda.current_stream(device)
         start = time.perf_counter()
         for _ in range(calls):
             compiled(*inputs)
-            torch.cuda.synchronize(device)
+            stream.synchronize()
         wall_us = (time.perf_counter() - start) / calls * 1e6
         after = _sums(key)
     slots = {}
@@ -92,6 +97,7 @@ def main() -> int:
         for k, s in r["slots"].items():
             print(f"   slot {k:2d} {s['name']:48s} per call {s['per_call']:7.1f}  "
                   f"mean cycles {s['mean_cycles']:9.1f}")
+        sys.stdout.flush()  # a run cut short by a time limit keeps what it printed
     with open(os.path.join(args.out, "phase_timing.json"), "w") as f:
         json.dump({"commit": os.environ.get("GPUOS_COMMIT", "unknown"), "cases": results}, f,
                   indent=1)
