@@ -329,8 +329,19 @@ def main(argv: Optional[list[str]] = None) -> dict:
         torch.set_num_threads(threads)
 
 
+def _host_load() -> Optional[float]:
+    """The host's 1-minute load average (None where the OS has none): a run
+    whose host was busy (another process compiling, say) shows it, since
+    eager's and the compiled variants' host parts slow down with it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def _run(args, doc, cases, names, device, counts, json_path) -> dict:
     start = time.monotonic()
+    doc["host_load"] = {"cpus": os.cpu_count(), "at_start": _host_load(), "at_case_start": {}}
     for case in cases:
         if args.budget_s is not None and time.monotonic() - start > args.budget_s:
             reason = f"time budget of {args.budget_s:g} s exhausted before this case"
@@ -340,6 +351,7 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
                              for n in names]
             continue
         case_start = time.monotonic()
+        doc["host_load"]["at_case_start"][case.name] = _host_load()
         doc["cases"] += run_case(case, names, device, counts, args.smoke, args.seed, args.sync)
         print(f"[bench] {case.name}: {time.monotonic() - case_start:.1f} s", flush=True)
         with open(json_path, "w") as f:  # a partial result survives a time-out
@@ -347,6 +359,7 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
     report.add_speedups(doc["cases"])
     doc["targets"] = report.targets(doc["cases"])
     doc["elapsed_s"] = time.monotonic() - start
+    doc["host_load"]["at_end"] = _host_load()
     doc["complete"] = True
     with open(json_path, "w") as f:
         json.dump(doc, f, indent=2)

@@ -42,6 +42,17 @@ def test_smoke_writes_the_document(smoke):
         assert CASE_FIELDS <= row.keys()
 
 
+def test_the_host_load_is_recorded_for_every_case(smoke):
+    # A busy host slows every variant's host part (session 30: eager mlp at
+    # 3-4x its usual time in one run); the document says how busy it was.
+    doc, _ = smoke
+    load = doc["host_load"]
+    assert load["cpus"] == os.cpu_count()
+    assert set(load["at_case_start"]) == {c.name for c in workloads.cases()}
+    for value in [load["at_start"], load["at_end"], *load["at_case_start"].values()]:
+        assert value is None or value >= 0.0
+
+
 def test_eager_and_gpuos_compile_ran_correctly_on_one_submission(smoke):
     doc, _ = smoke
     counts = run_workloads.SMOKE_COUNTS
