@@ -11,10 +11,6 @@ namespace {
 
 constexpr long long kValueBytes = 4;  // f32: flagged values are (stitch.cuh, StoreFlagged)
 
-bool Overlaps(const Range& r, std::uint32_t buffer, long long begin, long long end) {
-  return r.buffer == buffer && r.begin < end && begin < r.end;
-}
-
 // Whether stage kind `kind` reads a flagged `role` (its stage code does).
 bool TakesFlags(Stage::Kind kind, ReadRole role) {
   switch (role) {
@@ -45,8 +41,7 @@ bool DenseOutput(const MatmulStage& mm) {
 
 std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages,
                               std::vector<Access>& accesses, std::size_t first_slot) {
-  std::vector<bool> internal(desc.num_buffers, false);
-  for (std::uint32_t b : desc.internal_buffers) internal[b] = true;
+  const std::vector<bool> internal = InternalBufferFlags(desc);
   std::size_t used = 0;
   for (std::size_t p = 0; p < stages.size(); ++p) {
     if (stages[p].kind != Stage::Kind::kMatmul) continue;

@@ -156,6 +156,23 @@ struct Access {
   std::vector<Range> reads, writes;
 };
 
+// Whether `r`'s bytes meet [begin, end) of `buffer` (byte ranges only; the
+// planner's own test also proves strided views disjoint).
+inline bool Overlaps(const Range& r, std::uint32_t buffer, long long begin, long long end) {
+  return r.buffer == buffer && r.begin < end && begin < r.end;
+}
+inline bool Overlaps(const Range& a, const Range& b) {
+  return Overlaps(a, b.buffer, b.begin, b.end);
+}
+
+// desc.internal_buffers as one flag per buffer.
+// REQUIRES: every entry below desc.num_buffers (StitchProgram checks).
+inline std::vector<bool> InternalBufferFlags(const StitchDesc& desc) {
+  std::vector<bool> internal(desc.num_buffers, false);
+  for (std::uint32_t b : desc.internal_buffers) internal[b] = true;
+  return internal;
+}
+
 // Flagged intermediates (docs/stitching.md, "Flagged intermediates"): the
 // output of a product stage that only later product stages (as a or the
 // residual) and row stages (as their input) read, and that lies in one of
@@ -177,10 +194,10 @@ std::size_t FlagIntermediates(const StitchDesc& desc, std::vector<Stage>& stages
 // them) lie in one of desc.internal_buffers and no other stage reads any
 // byte of their range: the stage keeps them on chip (store_scores /
 // store_probs false) and the write leaves `accesses` (nothing waits for
-// it). Returns how many of them it dropped.
+// it).
 // REQUIRES: every desc.internal_buffers entry below desc.num_buffers.
-std::size_t DropUnreadAttentionStores(const StitchDesc& desc, std::vector<Stage>& stages,
-                                      std::vector<Access>& accesses);
+void DropUnreadAttentionStores(const StitchDesc& desc, std::vector<Stage>& stages,
+                               std::vector<Access>& accesses);
 
 // An attention stage's keys or values (`operand`, [batch, rows, columns]
 // with `sizes`, the keys along `key_axis`) read from the inputs of the cat

@@ -8,10 +8,6 @@
 namespace gpuos::registry::jit {
 namespace {
 
-bool Overlaps(const Range& a, const Range& b) {
-  return a.buffer == b.buffer && a.begin < b.end && b.begin < a.end;
-}
-
 // Whether a stage other than `owner` reads any byte of `range`.
 bool ReadElsewhere(const std::vector<Access>& accesses, std::size_t owner, const Range& range) {
   for (std::size_t s = 0; s < accesses.size(); ++s) {
@@ -25,11 +21,9 @@ bool ReadElsewhere(const std::vector<Access>& accesses, std::size_t owner, const
 
 }  // namespace
 
-std::size_t DropUnreadAttentionStores(const StitchDesc& desc, std::vector<Stage>& stages,
-                                      std::vector<Access>& accesses) {
-  std::vector<bool> internal(desc.num_buffers, false);
-  for (std::uint32_t b : desc.internal_buffers) internal[b] = true;
-  std::size_t dropped = 0;
+void DropUnreadAttentionStores(const StitchDesc& desc, std::vector<Stage>& stages,
+                               std::vector<Access>& accesses) {
+  const std::vector<bool> internal = InternalBufferFlags(desc);
   for (std::size_t p = 0; p < stages.size(); ++p) {
     if (stages[p].kind != Stage::Kind::kAttention) continue;
     AttentionStage& at = stages[p].attention;
@@ -41,9 +35,7 @@ std::size_t DropUnreadAttentionStores(const StitchDesc& desc, std::vector<Stage>
     at.store_probs = !probs_unread;
     if (probs_unread) writes.erase(writes.begin() + 1);
     if (scores_unread) writes.erase(writes.begin());
-    dropped += (scores_unread ? 1 : 0) + (probs_unread ? 1 : 0);
   }
-  return dropped;
 }
 
 }  // namespace gpuos::registry::jit
