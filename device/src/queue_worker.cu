@@ -456,7 +456,7 @@ __device__ unsigned long long TakeHelperTicket(const Queue& q, unsigned long lon
     // Not an acquire: what a helper reads of the submission is published by
     // the claim word's opening, which it acquires (HelpRunDirect).
     const unsigned long long board = Volatile(&q.state->direct_board);
-    if (DirectHelpWanted(board, direct_seen)) {
+    if (DirectHelpWanted(board, q.pollers, direct_seen)) {
       *direct = board;
       return kNone;
     }
@@ -1035,10 +1035,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         // and on 7 of 16 blocks, runtime_park_gpu_test.cpp).
         if (!poller || idle_rounds == 0) LookForPark(q, &park_watch);
         bool direct = false;
+        GPUOS_PHASE_BEGIN(claim_clock);
         value = TryClaimSubmission(q, &host_flags, &direct, park_watch.claim_below);
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {
+          GPUOS_PHASE_MARK(claim_clock, 25);
           next = direct ? kAdmitDirect : kAdmit;
           if (direct) direct_seen = value + 1;  // its own board word is not news
           if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
@@ -1099,8 +1101,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
       SlotWords words;
+      GPUOS_PHASE_BEGIN(read_clock);
       ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
       ParseSlot(words, &slot_record, &slot_gate_word);
+      GPUOS_PHASE_MARK(read_clock, 24);
       // A lone tiled task runs directly where it can (OpenAndRunDirect: its
       // gate open, ...), announced at the claim (the host's hint) or, where
       // the hint read was older than the tail, now (its record); otherwise,

@@ -39,7 +39,14 @@ SLOTS = {0: "worker: window, tile copy, claim", 1: "worker: descriptors",
          10: "stitched: stage Run", 11: "stitched: count (barrier, fence, adds)",
          12: "stage: wait (attention: + q rows, first loads)",
          13: "stage: a's rows (products) / scores (attention)",
-         14: "stage: products / softmax (attention)", 15: "stage: stores / out (attention)"}
+         14: "stage: products / softmax (attention)", 15: "stage: stores / out (attention)",
+         16: "direct, admitting: checks, copy, fence, opening",
+         17: "direct, admitting: task and descriptors read back",
+         18: "direct, helper: wait for the opening", 19: "direct, helper: task, descriptors, claim",
+         20: "direct: setup (descriptor, operator)", 21: "direct: barrier before the call",
+         22: "direct: the call and the count", 23: "direct: completion",
+         24: "queue: the slot's read and parse", 25: "queue: a successful claim",
+         26: "direct tile start: items", 27: "direct tile start: recorder"}
 
 
 def _sums(device_key: str) -> dict:

@@ -11,7 +11,7 @@
 //         constexpr unsigned int kTiles[] = {24u, 8u}; tile.Poll(kStages, kTiles); }
 //       __syncthreads(); };  // one wait: tile.Poll(0, 24u)
 //     ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);
-//     tile.Done(3);
+//     tile.Done(3);  // tile.DoneUnwaited(3) where no stage waits for s3
 //   }
 //   }
 //
@@ -102,6 +102,7 @@ void WaitLambda(SourceWriter& w, const std::vector<Stage>& stages, const Stage& 
 struct RunContext {
   std::uint32_t index = 0;  // the stage's
   std::uint32_t total_tiles = 0;
+  bool waited_for = true;  // whether a later stage waits for this one's count
 };
 void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& stage,
              const RunContext& run) {
@@ -120,7 +121,8 @@ void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& sta
 // The end of Run: the tile counted done.
 void RunTail(SourceWriter& w, const RunContext& run) {
   w.Line("  GPUOS_PHASE_MARK(phase_clock, 10);");
-  w.Line("  tile.Done(" + I(run.index) + ");");
+  w.Line(std::string("  tile.") + (run.waited_for ? "Done(" : "DoneUnwaited(") + I(run.index) +
+         ");");
   w.Line("  GPUOS_PHASE_MARK(phase_clock, 11);");
   w.Line("}");
 }
@@ -324,7 +326,11 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t to
     w.Line("namespace s" + I(s) + " {  // " + stage.op + " (task " + I(stage.task) + "): tiles " +
            I(stage.first_tile) + ".." + I(stage.first_tile + stage.tiles - 1) +
            (waits.empty() ? "" : ", waits for " + waits));
-    const RunContext run{static_cast<std::uint32_t>(s), total_tiles};
+    bool waited_for = false;
+    for (const Stage& other : stages) {
+      for (std::uint32_t p : other.waits) waited_for = waited_for || p == s;
+    }
+    const RunContext run{static_cast<std::uint32_t>(s), total_tiles, waited_for};
     if (stage.kind == Stage::Kind::kElementwise) {
       ElementwiseCode(w, stage.elementwise, stages, stage, run, virtual_file);
     } else {

@@ -26,12 +26,25 @@
 //          shared memory (13), the products (14), the stores (15);
 //          attention (stitch_attention.cuh): wait and q's rows with the
 //          first keys and values (12), scores (13), softmax (14), out (15)
+//   16..23 direct tiles (queue_direct.cuh): the admitting block's slot
+//          checks, copy, fence and opening (16), its task and descriptors
+//          read back (17); a helper's wait for the opening (18), its task,
+//          descriptors and claim (19); RunDirectTiles' setup: the tile's
+//          descriptor, the operator and a barrier (20), the barrier before
+//          the operator call (21), the call and after it: barrier, trace,
+//          fence and count (22; slots 10 and 11 are parts of it for a
+//          stitched task), the completion (23)
+//   24, 25 the queue (queue_worker.cu): the admitting block's read of the
+//          ring slot and its parse (24), a poller's successful claim
+//          (TryClaimSubmission, the tail's read among it) (25)
+//   26, 27 a direct tile's start, thread 0 (slot 21 is what follows, up to
+//          the call): its items (26), the recorder's start (27)
 #pragma once
 
 namespace gpuos {
 namespace device {
 
-constexpr int kPhaseSlots = 16;
+constexpr int kPhaseSlots = 28;
 
 }  // namespace device
 }  // namespace gpuos

@@ -28,11 +28,15 @@
 //   of the slot (S completed and the slot was reused while this block was
 //   late: that one cannot complete before the tile counts, so its area is
 //   read again after a fence and the tile run).
-// - Every block claims its next tile before it counts the last one (so S
-//   cannot complete, nor its slot and area be reused, while it holds a
-//   claim), fences its results and adds 1 to DirectSlot::done; the block
-//   whose add makes it S's tiles sets it back to 0 and completes S
-//   (CompleteSubmission).
+// - Every block fences a tile's results and adds 1 to DirectSlot::done;
+//   the block whose add makes it S's tiles sets it back to 0 and completes
+//   S (CompleteSubmission), and claims nothing more (every tile ran, so
+//   every tile was claimed). Any other block claims its next tile after its
+//   count: S may have completed meanwhile and its slot been reused, so a
+//   claim is judged by the word's holder as a helper's is (a later
+//   submission's tile is run after its area is read again). Until session
+//   31 a block claimed before it counted, which put the claim's round trip
+//   on the path of the last count, the one that ends the call.
 //
 // Helpers do not read the ring slot themselves: PCIe reads of it by tens of
 // blocks at once stalled every block's memory traffic for 10-40 us (session
@@ -41,6 +45,7 @@
 
 #include "gpuos/device/abi.h"
 #include "gpuos/device/op_call.cuh"
+#include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
 #include "gpuos/device/queue_sync.cuh"
 
@@ -94,31 +99,59 @@ __device__ __forceinline__ void ParseSlot(const SlotWords& words, Submission* su
 
 // Thread 0 of an idle block: whether the direct board names a submission
 // this block has not seen (*seen: the last sequence it saw, or claimed
-// itself) and counts it among its helpers (blocks [0, helpers]: the
-// pollers, which claim most submissions, are the first blocks). *seen
-// becomes the board's sequence.
+// itself) and counts it among its helpers. *seen becomes the board's
+// sequence. The helpers are blocks [pollers, pollers + helpers] where the
+// grid has that many: a poller's round is a PCIe read of the tail (about
+// 1.2 us), so the poller that did not claim saw the board last and its tile
+// started last, 1.0-1.1 us after every other helper's (H200, attention and
+// mlp, session 31). Otherwise blocks [0, helpers] (the claiming poller
+// among them). One block more than the tiles may come: its claim fails.
 __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
-                                                 unsigned long long* seen) {
+                                                 unsigned int pollers, unsigned long long* seen) {
   if (board_word == 0) return false;
   const DirectBoard board = DecodeDirectBoard(board_word);
   const unsigned long long sequence = DirectBoardSequence(board.sequence, *seen);
   if (sequence == *seen) return false;
   *seen = sequence;
-  return blockIdx.x <= board.helpers;
+#ifdef GPUOS_DIRECT_POLLERS_HELP  // an A/B switch: blocks [0, helpers], as before
+  pollers = 0;
+#endif
+  const unsigned int first = pollers + board.helpers < gridDim.x ? pollers : 0u;
+  return blockIdx.x >= first && blockIdx.x <= first + board.helpers;
 }
 
 // Tile `t` of `tiles` of a task's items [begin, end), for RunChain and
 // RunDirectTiles. Large tiles start on 64-element boundaries, so every tile
 // keeps the operators' 16-byte vector path (an odd chunk loses it).
-__device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int tiles, unsigned int t,
-                                          long long* begin, long long* end) {
+// TileChunk: the items of one tile (a 64-bit division: RunDirectTiles
+// does it once a task); ChunkItems: tile `t`'s of chunks of `chunk`.
+__device__ __forceinline__ long long TileChunk(const TaskDesc& task, unsigned int tiles) {
   const long long items = task.end - task.begin;
   long long chunk = (items + tiles - 1) / tiles;
   if (chunk >= 1024) chunk = (chunk + 63) & ~63ll;
+  return chunk;
+}
+__device__ __forceinline__ void ChunkItems(const TaskDesc& task, long long chunk, unsigned int t,
+                                           long long* begin, long long* end) {
   const long long b = task.begin + chunk * t;
   *begin = b < task.end ? b : task.end;
   *end = b + chunk < task.end ? b + chunk : task.end;
 }
+__device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int tiles, unsigned int t,
+                                          long long* begin, long long* end) {
+  ChunkItems(task, TileChunk(task, tiles), t, begin, end);
+}
+
+// A tile's TaskDesc differs from its task's in its first kTileOwnWords
+// 16-byte words only (the items and the tensor indices): RunDirectTiles
+// copies the rest once a task, with every thread, where thread 0 alone
+// copying the whole descriptor at each tile took 0.44 us of the 1.0 from a
+// helper's claim to its operator call (H200, session 31, phase slot 26).
+constexpr unsigned int kTileOwnWords = 4;
+#if !defined(__CUDACC_RTC__)  // as abi.h: NVRTC cannot evaluate offsetof here
+static_assert(__builtin_offsetof(TaskDesc, scalars) == kTileOwnWords * 16,
+              "a tile's own words: the header, the items and the tensor indices");
+#endif
 
 // A block's last operator resolved by RunDirectTiles: its slot (kNoOpCached:
 // none yet) and function. The operator table is part of the kernel image,
@@ -178,6 +211,15 @@ __device__ __forceinline__ DirectClaim DecodeDirectClaim(unsigned long long word
   c.tiles = static_cast<unsigned int>((word >> 16) & 0xffffu);
   c.next = static_cast<unsigned int>(word & 0xffffu);
   return c;
+}
+// Whether claim word `word` shows every tile of `sequence` claimed and no
+// later submission opened: a claim would fail, so a block that has counted
+// its tile reads the word before it adds (a read, where the tens of blocks
+// ending at once would otherwise each add to the line the last count and
+// the completion use).
+__device__ __forceinline__ bool NoTileLeft(unsigned long long word, unsigned long long sequence) {
+  const DirectClaim c = DecodeDirectClaim(word);
+  return c.holder == static_cast<unsigned int>(sequence) && !c.valid();
 }
 // Whether the word's holder is `sequence` or a later submission of its slot.
 __device__ __forceinline__ bool HoldsOrFollows(const DirectClaim& c, unsigned long long sequence) {
@@ -270,8 +312,10 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    StoreVolatile(&direct->done, 0u);  // 0 already, unless a count ever went astray
-    __threadfence();                   // the area and the count before the opening (release)
+    // 0 here: the count of the slot's last direct submission ended at its
+    // tiles and is not reset by its completing block (RunDirectTiles).
+    StoreVolatile(&direct->done, 0u);
+    __threadfence();  // the area and the count before the opening (release)
     atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));  // tile 0 is ours
     ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
   }
@@ -329,12 +373,27 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
   return word;
 }
 
+// A later submission's tile that a block claimed after counting its last
+// tile of another (RunDirectTiles hands it to RunDirect).
+struct DirectHandover {
+  unsigned long long sequence;  // 0: none
+  unsigned int tiles;
+  unsigned int tile;
+};
+
 // All threads: runs tile `first` (valid: this block holds it) of submission
 // `sequence`'s task (`task`, `tiles`; its descriptors in ctx.descs, its
 // table in the area) and the tiles it claims after it; the block whose count
-// is the last completes the submission.
-__device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, const TaskDesc& task,
-                               unsigned int tiles, unsigned int first, const DirectContext& ctx) {
+// is the last completes the submission. A block claims its next tile after
+// it counts the one it ran (so that the count of the last tile, which ends
+// the call, waits for no claim; the block that makes it claims nothing, as
+// no tile is left): the submission may have completed meanwhile and its
+// slot been reused, so a claim that takes a later submission's tile (the
+// word's holder) is handed over in *handover for the caller to run (true
+// returned), as a late helper's (HelpRunDirect).
+__device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, const TaskDesc& task,
+                               unsigned int tiles, unsigned int first, const DirectContext& ctx,
+                               DirectHandover* handover) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int claimed;  // the tile to run next, kNoTask: none
   __shared__ OpFunction op_function;
@@ -342,9 +401,23 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
   const unsigned int num_tensors = task.num_tensors <= kMaxTaskTensors ? task.num_tensors : 0u;
+  GPUOS_PHASE_BEGIN(phase_clock);
+  // The tile's descriptor but for its items: the task's words, its tensors
+  // numbered as ctx.descs holds them.
+  for (unsigned int w = kTileOwnWords + threadIdx.x; w < kTaskWords; w += blockDim.x) {
+    reinterpret_cast<int4*>(&tile)[w] = reinterpret_cast<const int4*>(&task)[w];
+  }
+  long long chunk = 0;  // thread 0's
   if (threadIdx.x == 0) {
     claimed = first;
+    handover->sequence = 0;
     ctx.recorder->sequence = static_cast<unsigned int>(sequence);
+    reinterpret_cast<int4*>(&tile)[0] = reinterpret_cast<const int4*>(&task)[0];
+#pragma unroll
+    for (unsigned int k = 0; k < kMaxTaskTensors; ++k) {
+      tile.tensors[k] = k < num_tensors ? static_cast<int>(k) : task.tensors[k];
+    }
+    chunk = TileChunk(task, tiles);
   }
   if (threadIdx.x == 32) {
     OpCache& cached = *ctx.op_cache;
@@ -371,14 +444,16 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   call.table = reinterpret_cast<const TensorDesc*>(DirectArea(q, slot) + kTaskWords) +
                (num_tensors != 0 ? task.tensors[0] : 0);
   __syncthreads();
+  GPUOS_PHASE_MARK(phase_clock, 20);
   while (claimed != kNoTask) {
     if (threadIdx.x == 0) {
-      tile = task;
-      for (unsigned int k = 0; k < num_tensors; ++k) tile.tensors[k] = static_cast<int>(k);
-      TileItems(task, tiles, claimed, &tile.begin, &tile.end);
+      ChunkItems(task, chunk, claimed, &tile.begin, &tile.end);
+      GPUOS_PHASE_MARK(phase_clock, 26);
       ctx.recorder->Start(q, task, claimed);
+      GPUOS_PHASE_MARK(phase_clock, 27);
     }
     __syncthreads();
+    GPUOS_PHASE_MARK(phase_clock, 21);
     const OpFunction op = op_function;
     if (op != nullptr) {
       GPUOS_OPERATOR_ABI
@@ -390,13 +465,17 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
     if (threadIdx.x == 0) {
       ctx.recorder->Finish(q, tile);
       ++*ctx.completed;
-      // The next claim first: the submission cannot complete (nor its slot
-      // and area be reused) while this tile is not counted, so the word is
-      // still this submission's.
-      const DirectClaim next = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
       __threadfence();  // this tile's results before its count
-      if (atomicAdd(&direct->done, 1u) + 1u == tiles) {
-        StoreVolatile(&direct->done, 0u);  // fenced by the completion's system fence
+      const bool last = atomicAdd(&direct->done, 1u) + 1u == tiles;
+      GPUOS_PHASE_MARK(phase_clock, 22);
+      unsigned int next = kNoTask;
+      if (last) {
+        // Every tile ran, so every tile was claimed: nothing to claim. The
+        // count goes back to 0 when the slot's next direct submission opens
+        // (OpenDirect), not here: a store to the line that the other blocks'
+        // last claims are hitting would hold this block's system fence
+        // behind them (104 tiles: 0.5-1.0 us more to the completion,
+        // session 31).
         const unsigned long long counted_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
         CompleteSubmission(q, slot, sequence);
         ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
@@ -405,9 +484,40 @@ __device__ void RunDirectTiles(const Queue& q, unsigned long long sequence, cons
         // against 0.7-1.9 after it, two instances: gpu_checks_session25.txt).
         StoreVolatile(&q.control->direct_submissions,
                       atomicAdd(&q.state->direct_submissions, 1ull) + 1ull);
+        GPUOS_PHASE_MARK(phase_clock, 23);
+      } else if (!NoTileLeft(Volatile(&direct->claim), sequence)) {
+        const DirectClaim got = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
+        if (got.valid() && got.holder == static_cast<unsigned int>(sequence)) {
+          next = got.next;
+        } else if (got.valid()) {
+          handover->sequence = HolderSequence(got, sequence);
+          handover->tiles = got.tiles;
+          handover->tile = got.next;
+        }
       }
-      claimed = next.valid() ? next.next : kNoTask;
+      claimed = next;
     }
+    __syncthreads();
+  }
+  return handover->sequence != 0;
+}
+
+// All threads: RunDirectTiles for tile `first` of submission `sequence`
+// (`task`, in shared memory, and its descriptors loaded), then for each
+// later submission's tile it hands over: that submission's area is read
+// after a fence (the add that took the tile was relaxed; the opening that
+// published the area was a release) and its tiles run the same way.
+__device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc* task,
+                          unsigned int tiles, unsigned int first, const DirectContext& ctx) {
+  __shared__ DirectHandover handover;
+  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  while (RunDirectTiles(q, sequence, *task, tiles, first, ctx, &handover)) {
+    if (threadIdx.x == 0) __threadfence();
+    __syncthreads();
+    sequence = handover.sequence;
+    tiles = handover.tiles;
+    first = handover.tile;
+    LoadDirectTask(q.direct + slot, DirectArea(q, slot), kInlinePayloadWords, false, task, ctx);
     __syncthreads();
   }
 }
@@ -426,16 +536,19 @@ __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
   __shared__ __align__(16) TaskDesc task;
   __shared__ unsigned int tiles;
   __shared__ unsigned int opened_words;
+  GPUOS_PHASE_BEGIN(phase_clock);
   if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, ctx)) {
     return false;
   }
+  GPUOS_PHASE_MARK(phase_clock, 16);
   __syncthreads();  // what thread 0 left
   // The descriptors as the helpers get them (the area was written and
   // fenced by this block).
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, false, &task, ctx);
   __syncthreads();
-  RunDirectTiles(q, sequence, task, tiles, 0, ctx);
+  GPUOS_PHASE_MARK(phase_clock, 17);
+  RunDirect(q, sequence, &task, tiles, 0, ctx);
   return true;
 }
 
@@ -455,6 +568,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
   const int4* const area = DirectArea(q, slot);
+  GPUOS_PHASE_BEGIN(phase_clock);
   if (threadIdx.x == 0) {
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
     const DirectClaim seen = DecodeDirectClaim(word);
@@ -462,6 +576,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     run = HolderSequence(seen, sequence);
   }
   __syncthreads();
+  GPUOS_PHASE_MARK(phase_clock, 18);
   if (claimed == kNoTask) return;
   // The area of the submission the word showed (a later one's size is not
   // known), the claim in flight with the loads.
@@ -483,12 +598,13 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     }
   }
   __syncthreads();
+  GPUOS_PHASE_MARK(phase_clock, 19);
   if (claimed == kNoTask) return;
   if (reload) {
     LoadDirectTask(direct, area, kInlinePayloadWords, false, &task, ctx);
     __syncthreads();
   }
-  RunDirectTiles(q, run, task, tiles, claimed, ctx);
+  RunDirect(q, run, &task, tiles, claimed, ctx);
 }
 
 }  // namespace queue

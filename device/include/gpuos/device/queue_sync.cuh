@@ -93,6 +93,7 @@ struct Queue {
   unsigned int ready_capacity;
   unsigned int diagnostic_blocks;
   unsigned int trace_per_block;
+  unsigned int pollers;  // QueueParams::pollers: blocks [0, pollers) poll at launch
 };
 
 __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
@@ -128,6 +129,7 @@ __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
   q.ready_capacity = p.ready_capacity;
   q.diagnostic_blocks = p.diagnostic_blocks;
   q.trace_per_block = p.trace_per_block;
+  q.pollers = p.pollers;
   return q;
 }
 
@@ -237,6 +239,13 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   // load per poll, the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
   // bench/results/experiments/direct_tiles_session24.txt.)
   *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+#ifndef GPUOS_CLAIM_HEAD_AFTER_TAIL
+  // The head and the tail seen so far in flight with the tail's PCIe read
+  // (L2 loads that would otherwise follow it, one after the other): a head
+  // older than the tail's read costs at most a failed CAS (kContended).
+  const unsigned long long tail_seen = Volatile(&q.state->host_tail_seen);
+  const unsigned long long head = Volatile(&q.state->submit_head);
+#endif
   unsigned long long tail;
   unsigned long long hint;
   asm volatile("ld.acquire.sys.global.v2.u64 {%0, %1}, [%2];"
@@ -244,8 +253,11 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                : "l"(&q.control->submit_tail)
                : "memory");
   if (!kReadLoneHint) hint = 0;
-  if (Volatile(&q.state->host_tail_seen) < tail) StoreVolatile(&q.state->host_tail_seen, tail);
+#ifdef GPUOS_CLAIM_HEAD_AFTER_TAIL  // an A/B switch: the loads after the tail's, as before
+  const unsigned long long tail_seen = Volatile(&q.state->host_tail_seen);
   const unsigned long long head = Volatile(&q.state->submit_head);
+#endif
+  if (tail_seen < tail) StoreVolatile(&q.state->host_tail_seen, tail);
   *direct = false;
   if (head >= tail || head >= claim_below) return kNone;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;

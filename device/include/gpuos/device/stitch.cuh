@@ -339,6 +339,24 @@ class Tile {
     AddRelaxed(counters_ + stages_ * kCounterStride);
   }
 
+  // Thread 0: counts this tile in the task's counter only, for a stage no
+  // other stage waits for (its last stage, or one whose readers poll
+  // flagged values): nothing reads its stage counter, so neither a barrier
+  // nor a fence precedes the count. The worker fences every tile's results
+  // before it counts the tile in the submission (queue_worker.cu,
+  // queue_direct.cuh), which is what orders them before the completion and
+  // the next run (the task's counter is read only then: the run's number).
+  // GPUOS_STITCH_COUNT_UNWAITED (a JIT define): Done(stage) instead (an A/B
+  // switch; session 31 measured the fence it saves, docs/stitching.md).
+  __device__ void DoneUnwaited(int stage) const {
+#ifdef GPUOS_STITCH_COUNT_UNWAITED
+    Done(stage);
+#else
+    (void)stage;
+    if (threadIdx.x == 0) AddRelaxed(counters_ + stages_ * kCounterStride);
+#endif
+  }
+
   __device__ const OpContext& ctx() const { return *ctx_; }
 
   // Slot `slot` of the counter buffer (flagged intermediates).
