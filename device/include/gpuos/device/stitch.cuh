@@ -73,8 +73,9 @@ __device__ __forceinline__ float4 Load4(const float* p) {
 // way mlp batch 8's first product tile took 2.5 us instead of 3.2 and
 // attention's 3.2 / 7.6 instead of 3.8 / 8.4 (H200, session 29,
 // bench/results/experiments/fill_shared_ab_session29.txt).
-template <int kCount, class C, class Value>
-__device__ __forceinline__ void FillShared(C* dst, const Value& value) {
+// FillSharedAt: value(i) goes to dst[at(i)] instead (a padded layout).
+template <int kCount, class C, class Value, class At>
+__device__ __forceinline__ void FillSharedAt(C* dst, const Value& value, const At& at) {
   constexpr int kPerThread = (kCount + kThreads - 1) / kThreads;
   static_assert(kPerThread <= 8, "a thread holds its values in registers");
   // Masked below kThreads so that value()'s index arithmetic folds: with
@@ -90,8 +91,12 @@ __device__ __forceinline__ void FillShared(C* dst, const Value& value) {
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     const int i = first + j * kThreads;
-    if (i < kCount) dst[i] = v[j];
+    if (i < kCount) dst[at(i)] = v[j];
   }
+}
+template <int kCount, class C, class Value>
+__device__ __forceinline__ void FillShared(C* dst, const Value& value) {
+  FillSharedAt<kCount>(dst, value, [](int i) { return i; });
 }
 
 __device__ __forceinline__ unsigned long long LoadAcquire(const unsigned long long* p) {

@@ -102,6 +102,22 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
                 "16-byte loads of keys are for f32");
   static_assert(P::kBM * (P::kD + P::kN) * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
                 "q's rows and the scores must fit the scratch");
+  // q's rows in the scratch with 4 values of padding after every 32, where
+  // that fits: the kSplit lanes of a key read parts of one row that lie
+  // 128 bytes (kSplit 2) or 32 bytes (kSplit 8, two of them 128 apart)
+  // from each other, the same banks, so every 16-byte read of step 2 was a
+  // two-way bank conflict; padded, each part starts on banks of its own.
+  // GPUOS_STITCH_Q_UNPADDED (a JIT define): unpadded (an A/B switch).
+#ifdef GPUOS_STITCH_Q_UNPADDED
+  constexpr bool kPadQ = false;
+#else
+  constexpr bool kPadQ =
+      kDPerLane <= 32 && 32 % kDPerLane == 0 &&
+      P::kBM * (P::kD + (P::kD + 31) / 32 * 4 + P::kN) * static_cast<long long>(sizeof(C)) <=
+          kWorkerScratchBytes;
+#endif
+  constexpr int kQRow = kPadQ ? P::kD + (P::kD + 31) / 32 * 4 : P::kD;   // a row's stride
+  const auto q_at = [](int d) { return kPadQ ? d + (d >> 5) * 4 : d; };  // a value's place
   AssumeShared(smem);
   const int batch = tile / kMTiles;
   const int m0 = (tile - batch * kMTiles) * P::kBM;
@@ -127,8 +143,8 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   T* const scores = t.ptr<T>(P::kS) + P::kSOff + static_cast<long long>(batch) * P::kSSb;
   T* const probs = t.ptr<T>(P::kPr) + P::kPrOff + static_cast<long long>(batch) * P::kPrSb;
   T* const out = t.ptr<T>(P::kO) + P::kOOff + static_cast<long long>(batch) * P::kOSb;
-  C* const qs = reinterpret_cast<C*>(smem);  // [kBM][kD]
-  C* const ps = qs + P::kBM * P::kD;         // [kBM][kN]: scores, then probabilities
+  C* const qs = reinterpret_cast<C*>(smem);  // [kBM][kQRow]
+  C* const ps = qs + P::kBM * kQRow;         // [kBM][kN]: scores, then probabilities
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
 
@@ -184,7 +200,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   static_assert(P::kDv <= kThreads, "a thread per column of v");
   // 16-byte shared-memory reads where every row and lane part is aligned
   // (the scratch is; rows of q and of the scores start at multiples of 4).
-  constexpr bool kQuads = sizeof(C) == 4 && kDPerLane % 4 == 0 && P::kD % 4 == 0;
+  constexpr bool kQuads = sizeof(C) == 4 && kDPerLane % 4 == 0 && P::kD % 4 == 0;  // kQRow too
   constexpr bool kProbQuads = sizeof(C) == 4 && P::kD % 4 == 0 && P::kN % 4 == 0 &&
                               kKeysPerGroup % 4 == 0 && kChunk % 4 == 0;
   const int column = threadIdx.x % kCols;
@@ -215,13 +231,19 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   load_values(0);
 
   // 1. q's rows (rows past kM are zero).
-  FillShared<P::kBM * P::kD>(qs, [&](int i) {
-    const int m = i / P::kD;
-    const int d = i - m * P::kD;
-    return m0 + m < P::kM ? convert<C>(Load(q + static_cast<long long>(m) * P::kQSm +
-                                            static_cast<long long>(d) * P::kQSk))
-                          : C(0);
-  });
+  FillSharedAt<P::kBM * P::kD>(
+      qs,
+      [&](int i) {
+        const int m = i / P::kD;
+        const int d = i - m * P::kD;
+        return m0 + m < P::kM ? convert<C>(Load(q + static_cast<long long>(m) * P::kQSm +
+                                                static_cast<long long>(d) * P::kQSk))
+                              : C(0);
+      },
+      [&](int i) {
+        const int m = i / P::kD;
+        return m * kQRow + q_at(i - m * P::kD);
+      });
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 12);
 
@@ -232,7 +254,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     for (int m = 0; m < P::kBM; ++m) {
       C acc = C(0);
       if constexpr (kQuads) {  // 16-byte reads of q's row
-        const float4* const row = reinterpret_cast<const float4*>(qs + m * P::kD + d0);
+        const float4* const row = reinterpret_cast<const float4*>(qs + m * kQRow + q_at(d0));
 #pragma unroll
         for (int i = 0; i < kDPerLane; i += 4) {
           const float4 four = row[i / 4];
@@ -241,7 +263,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * P::kD + d0 + i] * keys[i];
+        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * kQRow + q_at(d0) + i] * keys[i];
       }
 #pragma unroll
       for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
