@@ -130,3 +130,28 @@ def test_the_timed_synchronize_is_recorded(smoke, tmp_path):
     assert [r["correct"] for r in per_call["cases"] if r["variant"] == "gpuos_compile"] == [True]
     with pytest.raises(SystemExit):
         run_workloads.main(["--smoke", "--sync", "never", "--out", str(tmp_path)])
+
+
+def test_tile_starts_ranks_tiles_from_the_opening():
+    import tile_starts
+
+    def x(cat, name, ts, dur, tid, sequence):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid,
+                "args": {"sequence": sequence}}
+
+    events = []
+    for s in (1, 2):
+        base = 100.0 * s
+        events.append(x("queue", "admit", base, 3.0, 0, s))          # opening at base + 3
+        events.append(x("task", "stitched", base + 4.0, 2.0, 0, s))  # the admitter: +1
+        events.append(x("task", "stitched", base + 5.0, 2.0, 7, s))  # a helper: +2
+        events.append(x("task", "stitched", base + 6.5, 2.0, 1, s))  # a late poller: +3.5
+        events.append(x("queue", "complete", base + 9.0, 1.0, 1, s))  # 0.5 after the last end
+    events.append({"ph": "M", "name": "thread_name"})  # metadata is ignored
+    summary = tile_starts.tile_starts(events, 300)
+    assert summary["submissions"] == 2
+    assert summary["start_by_rank_us"] == {0: 1.0, 1: 2.0, 2: 3.5}
+    assert summary["admitter_first_us"] == 1.0
+    assert summary["latest_helpers"][0] == {"block": 1, "first_start_us": 3.5}
+    assert summary["last_end_to_complete_us"] == 0.5
+    assert tile_starts.tile_starts(events, 1)["submissions"] == 1

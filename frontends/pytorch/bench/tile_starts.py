@@ -1,0 +1,88 @@
+"""When each tile of a direct submission started, relative to its opening (a
+diagnostic, no GPU needed): reads the Chrome trace that stitch_profile.py
+exports (gpuos.export_trace, tracing on) and prints, over the newest
+--count submissions, the median start of the k-th tile to start after the
+admit record's end (the opening of the claim word, docs/runtime.md "Direct
+tiles"), the admitting block's first tile, the blocks whose first tile
+started latest, and the median from the last tile's end to the complete
+record. Session 31 found this way that the poller that did not claim a
+submission started its tile 1.0-1.1 us after every other helper.
+
+    python frontends/pytorch/bench/tile_starts.py TRACE.json [...] [--count 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def tile_starts(events: list, count: int) -> dict:
+    """The summary of the newest `count` submissions of `events` (the trace's
+    "X" events: category "queue" admit/complete records and "task" tile
+    records, each with args.sequence; tid is the worker block)."""
+    events = [e for e in events if e.get("ph") == "X"]
+    newest = set(sorted({e["args"]["sequence"] for e in events})[-count:])
+    admit, complete, tiles = {}, {}, defaultdict(list)
+    for e in events:
+        sequence = e["args"]["sequence"]
+        if sequence not in newest:
+            continue
+        if e.get("cat") == "queue":
+            (admit if e["name"] == "admit" else complete)[sequence] = e
+        elif e.get("cat") == "task":
+            tiles[sequence].append(e)
+    ranks, admitter, per_block, to_complete = defaultdict(list), [], defaultdict(list), []
+    used = 0
+    for sequence, records in tiles.items():
+        if sequence not in admit:
+            continue
+        used += 1
+        a = admit[sequence]
+        opening = a["ts"] + a["dur"]
+        offsets = sorted(t["ts"] - opening for t in records)
+        n = len(offsets)
+        for k in sorted({0, 1, n // 4, n // 2, 3 * n // 4, n - 2, n - 1}):
+            if 0 <= k < n:
+                ranks[k].append(offsets[k])
+        first = {}
+        for t in records:
+            first[t["tid"]] = min(first.get(t["tid"], t["ts"]), t["ts"])
+        for block, start in first.items():
+            (admitter if block == a["tid"] else per_block[block]).append(start - opening)
+        if sequence in complete:
+            to_complete.append(complete[sequence]["ts"] - max(t["ts"] + t["dur"] for t in records))
+    med = statistics.median
+    late = sorted(((med(v), b) for b, v in per_block.items()), reverse=True)[:8]
+    return {"submissions": used,
+            "start_by_rank_us": {k: med(v) for k, v in sorted(ranks.items())},
+            "admitter_first_us": med(admitter) if admitter else None,
+            "latest_helpers": [{"block": b, "first_start_us": m} for m, b in late],
+            "last_end_to_complete_us": med(to_complete) if to_complete else None}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("traces", nargs="+", help="trace JSON files (stitch_profile.py's)")
+    parser.add_argument("--count", type=int, default=300, help="newest submissions to read")
+    args = parser.parse_args(argv)
+    for path in args.traces:
+        with open(path) as f:
+            summary = tile_starts(json.load(f)["traceEvents"], args.count)
+        print(f"{path}: {summary['submissions']} submissions")
+        print("  tile start (rank: median us after the opening): " +
+              ", ".join(f"{k}:{v:.2f}" for k, v in summary["start_by_rank_us"].items()))
+        if summary["admitter_first_us"] is not None:
+            print(f"  admitting block's first tile: {summary['admitter_first_us']:.2f} us")
+        print("  latest helpers (block: median first start): " +
+              ", ".join(f"{h['block']}: {h['first_start_us']:.2f}" for h in summary["latest_helpers"]))
+        if summary["last_end_to_complete_us"] is not None:
+            print(f"  last tile end -> complete record: {summary['last_end_to_complete_us']:.2f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
