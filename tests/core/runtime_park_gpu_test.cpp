@@ -115,6 +115,7 @@ TEST_F(RuntimeParkGpuTest, KeepWarmLaunchesAndHoldsTheWorker) {
   }
   RuntimeStats stats = runtime->stats();
   EXPECT_LE(stats.parks, 3u) << "the worker kept parking although KeepWarm was called";
+  EXPECT_EQ(stats.idle_park, std::chrono::microseconds(1000));  // the configured one, echoed
   auto future = runtime->Submit(*add->graph);
   ASSERT_TRUE(future.ok());
   ASSERT_TRUE(future->Wait(std::chrono::seconds(5)).ok());

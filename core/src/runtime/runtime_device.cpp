@@ -320,8 +320,8 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   diagnostics_.device_ordinal = config.device;
   diagnostics_.task_time_limit = std::max(std::chrono::milliseconds(0), config.task_time_limit);
   diagnostics_.watchdog_log = config.watchdog_log;
-  p.idle_park_ns =
-      static_cast<unsigned long long>(std::max<long long>(0, config.idle_park.count()) * 1000);
+  idle_park_ = std::max(std::chrono::microseconds(0), config.idle_park);
+  p.idle_park_ns = static_cast<unsigned long long>(idle_park_.count()) * 1000;
   p.task_capacity = tasks;
   p.tensor_capacity = tensors;
   p.successor_capacity = edges;

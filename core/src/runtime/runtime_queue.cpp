@@ -499,6 +499,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   RuntimeStats stats = stats_;
   stats.worker_blocks = blocks_;
   stats.worker_registers = worker_registers_;
+  stats.idle_park = idle_park_;
   stats.retired_images = retired_modules_.size();
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);

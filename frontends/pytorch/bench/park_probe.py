@@ -36,7 +36,6 @@ import workloads  # noqa: E402
 
 import gpuos  # noqa: E402
 
-IDLE_PARK_US = 200.0  # RuntimeConfig::idle_park's default, which the frontend keeps
 
 
 def main() -> int:
@@ -95,10 +94,13 @@ def main() -> int:
               f"{made['compiled_calls']} compiled calls; the probe needs one compiled "
               "submission a call", file=sys.stderr)
         return 1
+    # The runtime's idle_park, as its worker got it (the stats' echo of
+    # RuntimeConfig::idle_park), against which a relaunch's gap is judged.
+    idle_park_us = float(gpuos.stats()["runtimes"][f"cuda:{device.index or 0}"]["idle_park_us"])
     path = os.path.join(args.out, "park_probe_trace.json")
     gpuos.export_trace(path)
     report = trace_events.relaunch_report(
-        calls, trace_events.newest_submissions(path, len(calls)), IDLE_PARK_US)
+        calls, trace_events.newest_submissions(path, len(calls)), idle_park_us)
     os.remove(path)
     report.update(case=case.name, variant=args.variant, rounds=args.rounds, block=args.block,
                   eager_between=args.eager)
@@ -106,7 +108,7 @@ def main() -> int:
           f"{report['median_wall_us']:.1f} us on {report['median_blocks']} blocks; new grids "
           f"{report['new_grids']} ({report['new_grids_at_round_start']} at a round's start, "
           f"{report['new_grids_inside_rounds']} inside, {report['new_grids_after_short_gap']} "
-          f"of those after a gap under {IDLE_PARK_US:.0f} us); median gap inside rounds "
+          f"of those after a gap under {idle_park_us:.0f} us); median gap inside rounds "
           f"{report['median_gap_inside_rounds_us'] or float('nan'):.1f} us; calls on few "
           f"blocks {len(report['calls_on_few_blocks'])}")
     trace_events.write_cases(os.path.join(args.out, "park_probe.json"), [report])

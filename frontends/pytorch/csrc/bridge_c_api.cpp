@@ -119,6 +119,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"direct_submissions", s.direct_submissions},
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
+                          {"idle_park_us", s.idle_park.count()},
                           {"tasks_per_operator", s.tasks_per_operator},
                           {"device_name", runtime->runtime->device_name()}};
     // An image built with GPUOS_PHASE_TIMING (gpuos/device/phase_timing.cuh):

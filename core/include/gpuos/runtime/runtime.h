@@ -140,6 +140,9 @@ struct RuntimeStats {
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
   // most device::kWorkerMaxRegisters, which leaves room for other kernels).
   unsigned int worker_registers = 0;
+  // RuntimeConfig::idle_park as the worker got it (negative: 0), for
+  // diagnostics that judge parks (frontends/pytorch/bench/park_probe.py).
+  std::chrono::microseconds idle_park{0};
   double worker_sm_clock_mhz = 0;  // measured by the worker over its last run (diagnostics)
   std::map<std::string, std::uint64_t> tasks_per_operator;  // "add f32" -> count
   std::uint64_t alias_flips = 0;       // live version changes without a new image
