@@ -36,7 +36,7 @@ import gpuos  # noqa: E402
 SLOTS = {0: "worker: window, tile copy, claim", 1: "worker: descriptors",
          2: "worker: operator call (thread 0)", 3: "worker: barrier after the operator",
          4: "worker: completion and successors", 5: "worker: whole step",
-         10: "stitched: stage Run", 11: "stitched: count (barrier, fence, adds)",
+         10: "stitched: stage Run", 11: "stitched: count (barrier, fence, adds; unwaited: barrier, add)",
          12: "stage: wait (attention: + q rows, first loads)",
          13: "stage: a's rows (products) / scores (attention)",
          14: "stage: products / softmax (attention)", 15: "stage: stores / out (attention)",
@@ -46,7 +46,7 @@ SLOTS = {0: "worker: window, tile copy, claim", 1: "worker: descriptors",
          20: "direct: setup (descriptor, operator)", 21: "direct: barrier before the call",
          22: "direct: the call and the count", 23: "direct: completion",
          24: "queue: the slot's read and parse", 25: "queue: a successful claim",
-         26: "direct tile start: items", 27: "direct tile start: recorder"}
+         26: "direct tile start: items (later tiles: + claim)", 27: "direct tile start: recorder"}
 
 
 def _sums(device_key: str) -> dict:

@@ -20,7 +20,8 @@
 //          (dense check) (9), operands and attributes (10), the dense or
 //          general loop (11)
 //   10, 11 a stitched program's tile (stitch_codegen.cpp's body): the
-//          stage's Run (10), its count (Tile::Done: barrier, fence, adds) (11)
+//          stage's Run (10), its count (11: Tile::Done's barrier, fence and
+//          adds; DoneUnwaited's barrier and one add)
 //   12..15 stitched stage code: matrix products with few rows
 //          (stitch_matmul.cuh, MatmulKFast): the wait (12), a's rows into
 //          shared memory (13), the products (14), the stores (15);
@@ -38,7 +39,8 @@
 //          ring slot and its parse (24), a poller's successful claim
 //          (TryClaimSubmission, the tail's read among it) (25)
 //   26, 27 a direct tile's start, thread 0 (slot 21 is what follows, up to
-//          the call): its items (26), the recorder's start (27)
+//          the call): its items (26; for a block's later tiles also the
+//          claim and the barrier before them), the recorder's start (27)
 #pragma once
 
 namespace gpuos {

@@ -240,7 +240,7 @@ struct alignas(16) DirectSlot {
   // with a 64-bit add, and the returned word says whose tile they got and
   // whether it is one.
   unsigned long long claim;
-  unsigned int done;  // tiles finished; back to 0 before the completion
+  unsigned int done;  // tiles finished; back to 0 when the slot's next direct submission opens
   unsigned int reserved;
 };
 // Bytes of device memory per ring slot after the DirectSlots: the admitting
@@ -325,7 +325,7 @@ GPUOS_HOST_DEVICE inline unsigned long long ParkClaimBound(ParkPhase phase,
 
 // QueueDeviceState::direct_board: the sequence (low 42 bits; a reader
 // widens it against one it knows, DirectBoardSequence), how many blocks
-// should help (12 bits: blocks [0, helpers], less the one that claimed it)
+// should help (12 bits; which blocks: queue_direct.cuh, DirectHelpWanted)
 // and the ring slot's words of record and graph (10 bits; helpers read the
 // graph's from the slot's area).
 struct DirectBoard {

@@ -29,10 +29,12 @@
 //   late: that one cannot complete before the tile counts, so its area is
 //   read again after a fence and the tile run).
 // - Every block fences a tile's results and adds 1 to DirectSlot::done;
-//   the block whose add makes it S's tiles sets it back to 0 and completes
-//   S (CompleteSubmission), and claims nothing more (every tile ran, so
-//   every tile was claimed). Any other block claims its next tile after its
-//   count: S may have completed meanwhile and its slot been reused, so a
+//   the block whose add makes it S's tiles completes S
+//   (CompleteSubmission) and claims nothing more (every tile ran, so every
+//   tile was claimed); the count goes back to 0 when the slot's next direct
+//   submission opens. Near the task's end any other block claims its next
+//   tile after its count (far from it, before: RunDirectTiles): S may have
+//   completed meanwhile and its slot been reused, so a
 //   claim is judged by the word's holder as a helper's is (a later
 //   submission's tile is run after its area is read again). Until session
 //   31 a block claimed before it counted, which put the claim's round trip
@@ -100,12 +102,13 @@ __device__ __forceinline__ void ParseSlot(const SlotWords& words, Submission* su
 // Thread 0 of an idle block: whether the direct board names a submission
 // this block has not seen (*seen: the last sequence it saw, or claimed
 // itself) and counts it among its helpers. *seen becomes the board's
-// sequence. The helpers are blocks [pollers, pollers + helpers] where the
+// sequence. The helpers are blocks [pollers, pollers + helpers) where the
 // grid has that many: a poller's round is a PCIe read of the tail (about
 // 1.2 us), so the poller that did not claim saw the board last and its tile
 // started last, 1.0-1.1 us after every other helper's (H200, attention and
 // mlp, session 31). Otherwise blocks [0, helpers] (the claiming poller
-// among them). One block more than the tiles may come: its claim fails.
+// among them). Where a block that is not a poller claimed, one tile waits
+// for a block's second claim.
 __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
                                                  unsigned int pollers, unsigned long long* seen) {
   if (board_word == 0) return false;
@@ -116,8 +119,10 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
 #ifdef GPUOS_DIRECT_POLLERS_HELP  // an A/B switch: blocks [0, helpers], as before
   pollers = 0;
 #endif
-  const unsigned int first = pollers + board.helpers < gridDim.x ? pollers : 0u;
-  return blockIdx.x >= first && blockIdx.x <= first + board.helpers;
+  if (pollers + board.helpers < gridDim.x) {
+    return blockIdx.x >= pollers && blockIdx.x < pollers + board.helpers;
+  }
+  return blockIdx.x <= board.helpers;
 }
 
 // Tile `t` of `tiles` of a task's items [begin, end), for RunChain and
@@ -148,10 +153,8 @@ __device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int til
 // copying the whole descriptor at each tile took 0.44 us of the 1.0 from a
 // helper's claim to its operator call (H200, session 31, phase slot 26).
 constexpr unsigned int kTileOwnWords = 4;
-#if !defined(__CUDACC_RTC__)  // as abi.h: NVRTC cannot evaluate offsetof here
-static_assert(__builtin_offsetof(TaskDesc, scalars) == kTileOwnWords * 16,
-              "a tile's own words: the header, the items and the tensor indices");
-#endif
+// (abi.h pins TaskDesc::scalars, the first word not a tile's own, at byte
+// 64 = kTileOwnWords * 16, checked by the host compiler.)
 
 // A block's last operator resolved by RunDirectTiles: its slot (kNoOpCached:
 // none yet) and function. The operator table is part of the kernel image,
@@ -465,6 +468,14 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
     if (threadIdx.x == 0) {
       ctx.recorder->Finish(q, tile);
       ++*ctx.completed;
+      // Far from the task's end (more tiles left than the grid has blocks)
+      // the next claim goes first, its round trip beside the fence's, as
+      // until session 31; the submission cannot complete while this block
+      // holds an uncounted tile, so the word is still its own. Near the end
+      // the count goes first (below).
+      const bool claim_first = claimed + gridDim.x < tiles;
+      const DirectClaim early =
+          claim_first ? DecodeDirectClaim(atomicAdd(&direct->claim, 1ull)) : DirectClaim{};
       __threadfence();  // this tile's results before its count
       const bool last = atomicAdd(&direct->done, 1u) + 1u == tiles;
       GPUOS_PHASE_MARK(phase_clock, 22);
@@ -485,6 +496,8 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
         StoreVolatile(&q.control->direct_submissions,
                       atomicAdd(&q.state->direct_submissions, 1ull) + 1ull);
         GPUOS_PHASE_MARK(phase_clock, 23);
+      } else if (claim_first) {
+        next = early.valid() ? early.next : kNoTask;
       } else if (!NoTileLeft(Volatile(&direct->claim), sequence)) {
         const DirectClaim got = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
         if (got.valid() && got.holder == static_cast<unsigned int>(sequence)) {

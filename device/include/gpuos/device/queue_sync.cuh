@@ -203,7 +203,8 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
 
 // One thread: announces direct submission `sequence` (its first root's
 // `tiles`, its slot's record and graph words) on QueueDeviceState::
-// direct_board, asking blocks [0, min(tiles, grid) - 1] to help. A maximum,
+// direct_board, asking min(tiles, grid) - 1 blocks to help (which ones:
+// queue_direct.cuh, DirectHelpWanted). A maximum,
 // not a store: the sequence is the word's top bits, so an announcement made
 // late (AnnounceDirectFromRecord, after the slot's read) never puts back an
 // older submission over a newer one (until 2^42 submissions wrap it).
@@ -224,8 +225,8 @@ __device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long lo
 //
 // When the host's lone_hint names the claimed submission (a lone tiled task
 // travelling inline), *direct is set and the claim is announced on the
-// direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): blocks [0, helpers]
-// wait for its claim word to open and run its tiles from the slot's area.
+// direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): its helpers wait for
+// its claim word to open and run its tiles from the slot's area.
 //
 // Only submissions below `claim_below` are claimed (a block that announced
 // the park runs only those published before; queue_worker.cu, ParkWatch).
@@ -257,7 +258,9 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   const unsigned long long tail_seen = Volatile(&q.state->host_tail_seen);
   const unsigned long long head = Volatile(&q.state->submit_head);
 #endif
-  if (tail_seen < tail) StoreVolatile(&q.state->host_tail_seen, tail);
+  // A maximum: `tail_seen` is a PCIe round trip older than `tail`, and a
+  // store could put back a smaller tail that another poller replaced.
+  if (tail_seen < tail) atomicMax(&q.state->host_tail_seen, tail);
   *direct = false;
   if (head >= tail || head >= claim_below) return kNone;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;

@@ -344,20 +344,23 @@ class Tile {
     AddRelaxed(counters_ + stages_ * kCounterStride);
   }
 
-  // Thread 0: counts this tile in the task's counter only, for a stage no
-  // other stage waits for (its last stage, or one whose readers poll
-  // flagged values): nothing reads its stage counter, so neither a barrier
-  // nor a fence precedes the count. The worker fences every tile's results
-  // before it counts the tile in the submission (queue_worker.cu,
-  // queue_direct.cuh), which is what orders them before the completion and
-  // the next run (the task's counter is read only then: the run's number).
-  // GPUOS_STITCH_COUNT_UNWAITED (a JIT define): Done(stage) instead (an A/B
-  // switch; session 31 measured the fence it saves, docs/stitching.md).
+  // All threads: counts this tile in the task's counter only, for a stage
+  // no other stage waits for (its last stage, or one whose readers poll
+  // flagged values): nothing reads its stage counter, so no fence precedes
+  // the count. The worker fences every tile's results before it counts the
+  // tile in the submission (queue_worker.cu, queue_direct.cuh), which is
+  // what orders them before the completion and the next run. The barrier
+  // stays: the task's counter is also read during the run (the Tile's
+  // constructor, RunTag), and a warp of this tile that reads it after the
+  // add would take the tile for the next run's (a flagged read would then
+  // wait for values that never come). GPUOS_STITCH_COUNT_UNWAITED (a JIT
+  // define): Done(stage) instead (an A/B switch; docs/stitching.md).
   __device__ void DoneUnwaited(int stage) const {
 #ifdef GPUOS_STITCH_COUNT_UNWAITED
     Done(stage);
 #else
     (void)stage;
+    __syncthreads();
     if (threadIdx.x == 0) AddRelaxed(counters_ + stages_ * kCounterStride);
 #endif
   }
