@@ -6,7 +6,7 @@ admit record's end (the opening of the claim word, docs/runtime.md "Direct
 tiles"), the admitting block's first tile, the blocks whose first tile
 started latest, and the median from the last tile's end to the complete
 record. Session 31 found this way that the poller that did not claim a
-submission started its tile 1.0-1.1 us after every other helper.
+submission started its tile 0.8-1.2 us after every other helper.
 
     python frontends/pytorch/bench/tile_starts.py TRACE.json [...] [--count 300]
 """

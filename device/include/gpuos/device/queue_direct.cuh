@@ -105,7 +105,7 @@ __device__ __forceinline__ void ParseSlot(const SlotWords& words, Submission* su
 // sequence. The helpers are blocks [pollers, pollers + helpers) where the
 // grid has that many: a poller's round is a PCIe read of the tail (about
 // 1.2 us), so the poller that did not claim saw the board last and its tile
-// started last, 1.0-1.1 us after every other helper's (H200, attention and
+// started last, 0.8-1.2 us after every other helper's (H200, attention and
 // mlp, session 31). Otherwise blocks [0, helpers] (the claiming poller
 // among them). Where a block that is not a poller claimed, one tile waits
 // for a block's second claim.
@@ -151,7 +151,9 @@ __device__ __forceinline__ void TileItems(const TaskDesc& task, unsigned int til
 // 16-byte words only (the items and the tensor indices): RunDirectTiles
 // copies the rest once a task, with every thread, where thread 0 alone
 // copying the whole descriptor at each tile took 0.44 us of the 1.0 from a
-// helper's claim to its operator call (H200, session 31, phase slot 26).
+// helper's claim to its operator call in the phase-timing image (H200,
+// session 31, phase slot 26; the traced tile starts of the plain image did
+// not show the saving).
 constexpr unsigned int kTileOwnWords = 4;
 // (abi.h pins TaskDesc::scalars, the first word not a tile's own, at byte
 // 64 = kTileOwnWords * 16, checked by the host compiler.)
@@ -485,8 +487,8 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
         // count goes back to 0 when the slot's next direct submission opens
         // (OpenDirect), not here: a store to the line that the other blocks'
         // last claims are hitting would hold this block's system fence
-        // behind them (104 tiles: 0.5-1.0 us more to the completion,
-        // session 31).
+        // behind them (the likely cause of a completion 0.5-1.0 us longer at
+        // 104 tiles in the first version of this change, session 31).
         const unsigned long long counted_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
         CompleteSubmission(q, slot, sequence);
         ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
