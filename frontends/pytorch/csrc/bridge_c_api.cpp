@@ -19,10 +19,6 @@
 struct GpuosTorchRuntime {
   std::unique_ptr<gpuos::runtime::Runtime> runtime;
   unsigned int trace_capacity = 0;
-  // nullptr with GPUOS_TORCH_QUERY_THREAD=0. Shared with the programs
-  // (stopped when the last of them and this handle are gone).
-  gpuos::torch_bridge::QueryThreadMode query_mode = gpuos::torch_bridge::QueryThreadMode::kOff;
-  std::shared_ptr<gpuos::runtime::StreamQueryThread> querier;
 };
 
 struct GpuosTorchProgram {
@@ -75,21 +71,10 @@ int gpuos_torch_runtime_open(int device, const char* repository_path, int use_re
     }
     if (cache_path != nullptr) options.cache_path = cache_path;
     options.trace_capacity = trace_capacity;
-    GPUOS_ASSIGN_OR_RETURN(const auto query_mode, gpuos::torch_bridge::QueryThreadSetting());
     GPUOS_ASSIGN_OR_RETURN(auto runtime, gpuos::torch_bridge::OpenRuntime(options));
-    auto handle = std::make_unique<GpuosTorchRuntime>();
-    handle->runtime = std::move(runtime);
-    handle->trace_capacity = trace_capacity;
-    if (query_mode != gpuos::torch_bridge::QueryThreadMode::kOff) {
-      // The runtime left its (primary) context current on this thread.
-      GPUOS_ASSIGN_OR_RETURN(const gpuos::CudaDriverApi* driver, gpuos::LoadCudaDriver());
-      CUcontext context = nullptr;
-      if (driver->cuCtxGetCurrent(&context) == CUDA_SUCCESS && context != nullptr) {
-        handle->querier = gpuos::torch_bridge::StartQueryThread(context);
-        if (handle->querier) handle->query_mode = query_mode;
-      }
-    }
-    *out = handle.release();
+    *out = new GpuosTorchRuntime;
+    (*out)->runtime = std::move(runtime);
+    (*out)->trace_capacity = trace_capacity;
     return gpuos::Status::Ok();
   });
 }
@@ -133,13 +118,6 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"max_queue_depth", s.max_queue_depth},
                           {"direct_submissions", s.direct_submissions},
                           {"speculative_slot_reads", s.speculative_slot_reads},
-                          {"stream_query_thread",
-                           runtime->querier == nullptr
-                               ? nlohmann::json(nullptr)
-                               : nlohmann::json{{"mode", static_cast<int>(runtime->query_mode)},
-                                                {"answered", runtime->querier->answered()},
-                                                {"refused", runtime->querier->refused()},
-                                                {"sleeps", runtime->querier->sleeps()}}},
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
                           {"idle_park_us", s.idle_park.count()},
@@ -185,7 +163,6 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
             auto program,
             bridge::Program::CreateStitched(*runtime->runtime, std::move(spec), *attempt.program));
         program->set_stitch_note(std::move(note));
-        program->set_stream_querier(runtime->querier, runtime->query_mode);
         *out = new GpuosTorchProgram{std::move(program)};
         return gpuos::Status::Ok();
       }
@@ -194,7 +171,6 @@ int gpuos_torch_program_create(GpuosTorchRuntime* runtime, const char* program_j
     GPUOS_RETURN_IF_ERROR(bridge::ResolveFusedTasks(*runtime->runtime, &spec));
     GPUOS_ASSIGN_OR_RETURN(auto program, bridge::Program::Create(*runtime->runtime, spec));
     program->set_stitch_note(std::move(note));
-    program->set_stream_querier(runtime->querier, runtime->query_mode);
     *out = new GpuosTorchProgram{std::move(program)};
     return gpuos::Status::Ok();
   });
@@ -218,15 +194,6 @@ int gpuos_torch_program_start(GpuosTorchProgram* program, const unsigned long lo
     }
     return program->program->Start(addresses, num_buffers, static_cast<CUstream>(stream));
   });
-}
-
-void gpuos_torch_program_post_stream_query(GpuosTorchProgram* program, void* stream) {
-  if (program == nullptr) return;
-  try {
-    program->program->PostStreamQuery(static_cast<CUstream>(stream));
-  } catch (...) {
-    // Nothing posted: the launch queries inline.
-  }
 }
 
 int gpuos_torch_program_finish(GpuosTorchProgram* program) {

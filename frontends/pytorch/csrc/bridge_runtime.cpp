@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <string>
 #include <system_error>
-#include <utility>
 
 #include "bridge_fusion.h"
 #include "bridge_host_timing.h"
@@ -99,49 +98,6 @@ Expected<bool> OpenLater() {
   return value.value_or(1) != 0;
 }
 
-Expected<QueryThreadMode> QueryThreadSetting() {
-  GPUOS_ASSIGN_OR_RETURN(const auto value,
-                         GetEnvInteger("GPUOS_TORCH_QUERY_THREAD", 0, 2, "0, 1 or 2"));
-  return static_cast<QueryThreadMode>(value.value_or(1));
-}
-
-std::shared_ptr<runtime::StreamQueryThread> StartQueryThread(CUcontext context) {
-  const Expected<const CudaDriverApi*> driver = LoadCudaDriver();
-  if (!driver.ok()) return nullptr;
-  const CudaDriverApi* api = *driver;
-  return std::make_shared<runtime::StreamQueryThread>(
-      [api](CUstream stream) { return api->cuStreamQuery(stream); },
-      [api, context] { (void)api->cuCtxSetCurrent(context); }, kQueryThreadSpin);
-}
-
-void Program::set_stream_querier(std::shared_ptr<runtime::StreamQueryThread> querier,
-                                 QueryThreadMode mode) {
-  querier_ = mode == QueryThreadMode::kOff ? nullptr : querier;
-  query_mode_ = querier_ == nullptr ? QueryThreadMode::kOff : mode;
-  if (fallback_) fallback_->set_stream_querier(querier, mode);
-}
-
-void Program::PostStreamQuery(CUstream stream) {
-  if (querier_ == nullptr) return;
-  if (query_ticket_ != runtime::StreamQueryThread::kNoTicket) (void)TakePostedQuery();
-  if (stream == nullptr) stream = CU_STREAM_LEGACY;
-  query_ticket_ = querier_->Post(stream);
-  query_stream_ = stream;
-}
-
-bool Program::HasPostedQuery(CUstream stream) {
-  if (query_ticket_ == runtime::StreamQueryThread::kNoTicket) return false;
-  if (query_stream_ == stream) return true;
-  (void)TakePostedQuery();  // another stream's: of no use here
-  return false;
-}
-
-CUresult Program::TakePostedQuery() {
-  const CUresult answer = querier_->Take(query_ticket_);
-  query_ticket_ = runtime::StreamQueryThread::kNoTicket;
-  return answer;
-}
-
 Expected<std::unique_ptr<Program>> Program::CreateStitched(
     runtime::Runtime& runtime, ProgramSpec spec, const registry::StitchedProgram& stitched) {
   std::unique_ptr<Program> program(new Program(runtime, spec.num_buffers));
@@ -181,8 +137,6 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
 }
 
 Program::~Program() {
-  // The query thread takes no other query until this one's answer is taken.
-  if (query_ticket_ != runtime::StreamQueryThread::kNoTicket) (void)TakePostedQuery();
   if (counters_.address != 0) runtime_->Free(counters_);
 }
 
@@ -191,7 +145,6 @@ Expected<Program*> Program::Fallback() {
     ProgramSpec spec = spec_;
     GPUOS_RETURN_IF_ERROR(ResolveFusedTasks(*runtime_, &spec));
     GPUOS_ASSIGN_OR_RETURN(fallback_, Create(*runtime_, spec));
-    fallback_->set_stream_querier(querier_, query_mode_);
   }
   return fallback_.get();
 }
@@ -257,25 +210,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   static const Expected<bool> open_later = OpenLater();
   GPUOS_RETURN_IF_ERROR(open_later.status());
   CUresult idle = CUDA_ERROR_NOT_READY;  // the stream's query, below
-  // A query the caller posted as its call began (PostStreamQuery): its
-  // answer, taken now where it is there or worth the wait (kWaitForAnswer:
-  // the submission is then published open, and a worker that reads its ring
-  // slot with the tail needs no second read, docs/runtime.md).
-  bool answered = false;
-  if (HasPostedQuery(stream) &&
-      (query_mode_ == QueryThreadMode::kWaitForAnswer || !*open_later ||
-       querier_->Answered(query_ticket_))) {
-    StepTimer query(LaunchStep::kStreamQuery);
-    idle = TakePostedQuery();
-    answered = true;
-  }
-  if (answered && idle == CUDA_SUCCESS) {
-    StepTimer submit(LaunchStep::kSubmit);
-    GPUOS_ASSIGN_OR_RETURN(const runtime::Future plain, runtime_->Submit(graph_));
-    pending_.push_back(plain);
-    return plain;
-  }
-  if (!answered && *open_later) {
+  if (*open_later) {
     StepTimer submit(LaunchStep::kSubmit);
     runtime::SubmitOptions gated;
     gated.open_later = true;
@@ -283,7 +218,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
     submit.Stop();
     pending_.push_back(launched);
     StepTimer query(LaunchStep::kStreamQuery);
-    idle = HasPostedQuery(stream) ? TakePostedQuery() : driver.cuStreamQuery(stream);
+    idle = driver.cuStreamQuery(stream);
     if (idle == CUDA_SUCCESS) {
       GPUOS_RETURN_IF_ERROR(runtime_->OpenGate(launched));
       return launched;
@@ -295,7 +230,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   // The stream's unfinished work waited for on the host, then the run
   // submitted without a gate.
   StepTimer query(LaunchStep::kStreamQuery);
-  if (!answered && !*open_later) idle = driver.cuStreamQuery(stream);
+  if (!*open_later) idle = driver.cuStreamQuery(stream);
   GPUOS_RETURN_IF_ERROR(AwaitStream(driver, stream, idle));
   query.Stop();
   StepTimer submit(LaunchStep::kSubmit);
@@ -320,13 +255,6 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
       if (addresses[b] % 16 != 0) {
         // The stitched code assumes 16-byte aligned buffers (vector loads).
         GPUOS_ASSIGN_OR_RETURN(Program * fallback, Fallback());
-        // The caller's posted query serves the fallback's launch.
-        if (fallback->query_ticket_ != runtime::StreamQueryThread::kNoTicket) {
-          (void)fallback->TakePostedQuery();
-        }
-        fallback->query_ticket_ =
-            std::exchange(query_ticket_, runtime::StreamQueryThread::kNoTicket);
-        fallback->query_stream_ = query_stream_;
         GPUOS_RETURN_IF_ERROR(fallback->Start(addresses, num_buffers, stream));
         started_ = fallback;
         return Status::Ok();
@@ -363,9 +291,6 @@ Status Program::Finish() {
   // The results are usually there within microseconds: waiting for them
   // here costs less than the stream's own wait for the completion word, and
   // the stream then has nothing to wait for.
-  // A query thread that a Post found asleep is woken here, where this
-  // thread would only spin (a futex wake is a system call).
-  if (querier_ != nullptr) querier_->WakeIfAsleep();
   StepTimer host(LaunchStep::kHostWait);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + *host_wait;

@@ -13,7 +13,6 @@
 #include "gpuos/cuda_driver.h"
 #include "gpuos/registry/stitched_program.h"
 #include "gpuos/runtime/runtime.h"
-#include "gpuos/runtime/stream_query_thread.h"
 #include "gpuos/runtime/task_graph.h"
 #include "gpuos/status.h"
 
@@ -39,21 +38,6 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
 // default kDefaultHostWaitUs). InvalidArgument for another value.
 inline constexpr long long kDefaultHostWaitUs = 500;
 Expected<std::chrono::microseconds> HostWaitBudget();
-
-// GPUOS_TORCH_QUERY_THREAD: whether a runtime's launches query PyTorch's
-// stream on a thread of their own (runtime::StreamQueryThread), posted when
-// a call begins (Program::PostStreamQuery), and what a launch does when the
-// answer is not there yet as it submits: kWaitForAnswer (1, the default)
-// waits for it and publishes its submission open; kGateUntilAnswer (2)
-// publishes it with a closed gate and opens it once the answer comes (as
-// the inline query does with open_later); kOff (0): no thread, the query
-// inline. InvalidArgument for another value.
-enum class QueryThreadMode { kOff = 0, kWaitForAnswer = 1, kGateUntilAnswer = 2 };
-Expected<QueryThreadMode> QueryThreadSetting();
-// How long a query thread spins after its last query before it sleeps.
-inline constexpr std::chrono::microseconds kQueryThreadSpin{500};
-// The query thread of a runtime (`context` made current on it).
-std::shared_ptr<runtime::StreamQueryThread> StartQueryThread(CUcontext context);
 
 // One lowered graph: a task graph built once with placeholder addresses, and
 // for each of its tensor descriptors the buffer and byte offset it is bound
@@ -103,17 +87,6 @@ class Program {
   Status Start(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
   Status Finish();
 
-  // The runtime's query thread, which launches use as `mode` says (nullptr
-  // or kOff: none; shared by the runtime's handle and its programs).
-  void set_stream_querier(std::shared_ptr<runtime::StreamQueryThread> querier,
-                          QueryThreadMode mode);
-  // Asks the query thread for `stream`'s state now, for the next Start on
-  // `stream` to use instead of querying it itself: a caller posts it as a
-  // call begins, before its host work up to Start. A query posted earlier
-  // and not used is dropped first. Nothing happens without a query thread
-  // or while it is busy or asleep (Start then queries inline).
-  void PostStreamQuery(CUstream stream);
-
   // Runtime::KeepWarm of the program's runtime.
   Status KeepWarm() { return runtime_->KeepWarm(); }
 
@@ -157,11 +130,6 @@ class Program {
   Status ZeroCounters();
   // The unstitched program of a stitched one, built on first use.
   Expected<Program*> Fallback();
-  // Whether a posted query (PostStreamQuery) is outstanding for `stream`;
-  // one for another stream is dropped.
-  bool HasPostedQuery(CUstream stream);
-  // The posted query's answer (waits for the thread to have it).
-  CUresult TakePostedQuery();
 
   runtime::Runtime* runtime_;
   runtime::TaskGraph graph_;
@@ -178,10 +146,6 @@ class Program {
   ProgramSpec spec_;                     // stitched: for Fallback()
   std::unique_ptr<Program> fallback_;
   std::string stitch_note_;
-  std::shared_ptr<runtime::StreamQueryThread> querier_;
-  QueryThreadMode query_mode_ = QueryThreadMode::kOff;
-  runtime::StreamQueryThread::Ticket query_ticket_ = runtime::StreamQueryThread::kNoTicket;
-  CUstream query_stream_ = nullptr;  // the posted query's
 };
 
 }  // namespace gpuos::torch_bridge

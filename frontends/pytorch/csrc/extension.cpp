@@ -192,12 +192,9 @@ class Program {
       if (grad && c.requires_grad()) return py::int_(kNeedsAutograd);
       addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
     }
-    void* const stream = CurrentStream(device);
-    // The stream's query, on the runtime's query thread while this call
-    // allocates and binds (the start takes its answer).
-    gpuos_torch_program_post_stream_query(handle_, stream);
     const auto allocate_start = timed ? Clock::now() : Clock::time_point();
     at::Tensor workspace = BindWorkspace(device, &b);
+    void* const stream = CurrentStream(device);
     std::vector<at::Tensor> outputs = TakeOutputs(device, stream);
     for (const at::Tensor& output : outputs) {
       addresses_[b++] = reinterpret_cast<unsigned long long>(output.data_ptr());

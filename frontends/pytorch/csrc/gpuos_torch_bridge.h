@@ -92,12 +92,6 @@ int gpuos_torch_program_launch(GpuosTorchProgram* program, const unsigned long l
 int gpuos_torch_program_start(GpuosTorchProgram* program, const unsigned long long* addresses,
                               unsigned int num_buffers, void* stream);
 int gpuos_torch_program_finish(GpuosTorchProgram* program);
-// Asks the runtime's query thread (GPUOS_TORCH_QUERY_THREAD) for `stream`'s
-// state now, for the program's next start on `stream`: a caller posts it
-// as its call begins, so that the query overlaps its host work up to the
-// start. Never fails: without a thread, or with it busy or asleep, nothing
-// is posted and the start queries the stream itself.
-void gpuos_torch_program_post_stream_query(GpuosTorchProgram* program, void* stream);
 // Runtime::KeepWarm for the program's runtime: a parked worker is launched
 // now, a running one stays up for another idle period (a launch expected
 // soon, e.g. at the end of a batching replay).
