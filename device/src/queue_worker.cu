@@ -37,7 +37,6 @@
 #include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
 #include "gpuos/device/queue_direct.cuh"
-#include "gpuos/device/queue_speculative.cuh"
 #include "gpuos/device/queue_sync.cuh"
 
 namespace {
@@ -969,9 +968,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
   __shared__ unsigned long long slot_gate_word;
-  // Whether this round's claim came with its ring slot (ClaimWithSlotRead,
-  // whose words wait in `scratch` until the admission takes them).
-  __shared__ bool speculated;
   // Thread 0's; in shared memory, as it is read only on the idle path and
   // at claims: in registers, with its `drained` look, the worker spilled
   // 24 B where in shared memory it spilled none (210 registers, ef8b44e).
@@ -1001,17 +997,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // Thread 0's: the last submission the direct board named that this block
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
-  // Thread 0's: the submission its next claim expects to find first, whose
-  // ring slot warp 0 reads with the tail (ClaimWithSlotRead).
-  unsigned long long expected_head = 0;
   if (threadIdx.x == 0) {
     park_watch =
         ParkWatch{gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kRunning, 0), {}};
     recorder.Begin(q);
-    expected_head = Volatile(&q.state->submit_head);
-    direct_seen =
-        DirectBoardSequence(DecodeDirectBoard(Volatile(&q.state->direct_board)).sequence,
-                            expected_head);
+    direct_seen = DirectBoardSequence(DecodeDirectBoard(Volatile(&q.state->direct_board)).sequence,
+                                      Volatile(&q.state->submit_head));
   }
   // Pollers read the host's tail at full rate (a PCIe round trip each); the
   // others every 8th idle round. The block that begins a park becomes a
@@ -1019,18 +1010,11 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   bool poller = blockIdx.x < params.pollers;
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
   for (;;) {
-    {  // what the block does this round: action and argument
-    // Thread 0's, across the round's three parts: what it found, and whether
-    // it attempts a claim (with warp 0, in the second part).
-    int next = kIdle;
-    unsigned long long value = kNone;
-    bool claim_round = false;
-    bool direct = false;
-    GPUOS_PHASE_BEGIN(claim_clock);
     if (threadIdx.x == 0) {
+      int next = kIdle;
       unsigned int count = 0;
       unsigned long long direct_board = 0;
-      value = TakeHelperTicket(q, &direct_seen, &direct_board);
+      unsigned long long value = TakeHelperTicket(q, &direct_seen, &direct_board);
       if (direct_board != 0) {
         next = kDirect;
         value = direct_seen;  // the board's sequence, widened
@@ -1050,26 +1034,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         // and leave what it claims now to it alone (session 28: calls on 1
         // and on 7 of 16 blocks, runtime_park_gpu_test.cpp).
         if (!poller || idle_rounds == 0) LookForPark(q, &park_watch);
-        claim_round = true;
-        speculated = false;
-#if defined(GPUOS_PHASE_TIMING) && GPUOS_PHASE_TIMING
-        claim_clock = clock64();  // slot 25: the claim alone
-#endif
-      }
-    }
-    // The claim: warp 0 reads the ring slot it expects in flight with lane
-    // 0's read of the tail (queue_speculative.cuh), or thread 0 alone.
-    if (kSpeculativeSlotReads) {
-      if (threadIdx.x < 32 && __shfl_sync(~0u, claim_round, 0)) {
-        value = ClaimWithSlotRead(q, __shfl_sync(~0u, expected_head, 0), &host_flags, &direct,
-                                  park_watch.claim_below, &expected_head,
-                                  reinterpret_cast<SpeculativeSlot*>(scratch), &speculated);
-      }
-    } else if (threadIdx.x == 0 && claim_round) {
-      value = TryClaimSubmission(q, &host_flags, &direct, park_watch.claim_below, &expected_head);
-    }
-    if (threadIdx.x == 0) {
-      if (claim_round) {
+        bool direct = false;
+        GPUOS_PHASE_BEGIN(claim_clock);
+        value = TryClaimSubmission(q, &host_flags, &direct, park_watch.claim_below);
         if (value == kContended) {
           next = kAgain;
         } else if (value != kNone) {
@@ -1095,7 +1062,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       }
       action = next;
       argument = value;
-    }
     }
     __syncthreads();
     const int current = action;
@@ -1136,13 +1102,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       bool first_claimed = false;
       SlotWords words;
       GPUOS_PHASE_BEGIN(read_clock);
-      if (speculated) {
-        TakeSpeculativeSlot(*reinterpret_cast<const SpeculativeSlot*>(scratch), words);
-      } else {
-        ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
-      }
-      const bool from_speculation = speculated;
-      ParseSlot(words, &slot_record, &slot_gate_word);  // ends with a barrier
+      ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
+      ParseSlot(words, &slot_record, &slot_gate_word);
       GPUOS_PHASE_MARK(read_clock, 24);
       // A lone tiled task runs directly where it can (OpenAndRunDirect: its
       // gate open, ...), announced at the claim (the host's hint) or, where
@@ -1166,11 +1127,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           Invalidate(cache);
           RunChain(q, first, cache, scratch, &completed, &completions, &recorder, first_claimed);
         }
-      }
-      // Counted after the run, off the call's path (QueueControl mirrors it).
-      if (threadIdx.x == 0 && from_speculation) {
-        StoreVolatile(&q.control->speculative_reads,
-                      atomicAdd(&q.state->speculative_reads, 1ull) + 1ull);
       }
     }
     if (current != kIdle && current != kAgain) {

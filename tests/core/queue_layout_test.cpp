@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-#include <memory>
-#include <utility>
 
 #include "gpuos/device/queue.h"
 
@@ -147,61 +145,6 @@ TEST(QueueParkLookTest, ParkingGridClaimsOnlyBelowItsBound) {
       << "claimed before the bound was known";
   EXPECT_EQ(ParkClaimBound(ParkPhase::kBounded, 12), 12ull);
   EXPECT_EQ(ParkClaimBound(ParkPhase::kBounded, 0), 0ull);
-}
-
-// Speculative slot reads (kSpeculativeSlotWords): the checksum beside the
-// gate word (one 16-byte load), over the used words only, and any word that
-// is not the one the host wrote (an earlier submission's, or zero) fails
-// the check, in whichever place it sits.
-TEST(QueueSpeculativeReadTest, ChecksumSitsBesideTheGateWord) {
-  EXPECT_EQ(offsetof(SubmissionSlot, checksum), offsetof(SubmissionSlot, gate_word) + 8);
-  EXPECT_EQ(kSpeculativeSlotWords % 32, 0u) << "warp 0 reads whole words per lane";
-}
-
-SubmissionSlot* MakeSlot(unsigned long long sequence, unsigned int inline_words) {
-  auto* slot = new SubmissionSlot{};
-  slot->record.sequence = sequence;
-  slot->record.task_count = 1;
-  slot->record.inline_words = inline_words;
-  for (unsigned int i = 0; i < inline_words * 4; ++i) slot->payload[i] = 1000u + 7u * i;
-  return slot;
-}
-
-TEST(QueueSpeculativeReadTest, ChecksumCatchesAnyStaleWord) {
-  const unsigned int inline_words = 30;  // a stitched program's task and two tensors, say
-  std::unique_ptr<SubmissionSlot> slot(MakeSlot(42, inline_words));
-  const unsigned long long sum = ComputeSlotChecksum(*slot);
-  EXPECT_EQ(ComputeSlotChecksum(*slot), sum) << "deterministic";
-  // Words past the used ones do not count.
-  slot->payload[inline_words * 4 + 5] = 99;
-  EXPECT_EQ(ComputeSlotChecksum(*slot), sum);
-  // The same words for the slot's next submission (a replayed program) hash apart.
-  slot->record.sequence = 42 + 8;
-  EXPECT_NE(ComputeSlotChecksum(*slot), sum);
-  slot->record.sequence = 42;
-  // Each 4-byte piece of the used words, changed alone.
-  auto* pieces = reinterpret_cast<unsigned int*>(slot.get());
-  for (unsigned int p = 2; p < SlotUsedWords(inline_words) * 4; ++p) {  // past the sequence
-    const unsigned int kept = pieces[p];
-    if (kept != 0) {
-      pieces[p] = 0;
-      EXPECT_NE(ComputeSlotChecksum(*slot), sum) << "piece " << p << " zeroed";
-    }
-    pieces[p] = kept + 64;  // an address 64 bytes on
-    EXPECT_NE(ComputeSlotChecksum(*slot), sum) << "piece " << p << " moved";
-    pieces[p] = kept;
-  }
-  // Two words swapped.
-  std::swap(slot->payload[0], slot->payload[4]);
-  std::swap(slot->payload[1], slot->payload[5]);
-  EXPECT_NE(ComputeSlotChecksum(*slot), sum);
-}
-
-TEST(QueueSpeculativeReadTest, LargeSlotsAreNotCheckedSpeculatively) {
-  std::unique_ptr<SubmissionSlot> slot(MakeSlot(7, kSpeculativeSlotWords));  // 4 + 64 words
-  EXPECT_EQ(ComputeSlotChecksum(*slot), 0u);
-  slot.reset(MakeSlot(7, kSpeculativeSlotWords - kSubmissionRecordWords));
-  EXPECT_NE(ComputeSlotChecksum(*slot), 0u);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <iostream>
 #include <string>
 #include <thread>
 
@@ -131,26 +130,16 @@ bool DirectTilesOn() {
   return value == '1' || value == '3';
 }
 
-// A count of RuntimeStats (`field`) once it reaches `expected`, or after a
+// RuntimeStats::direct_submissions once it reaches `expected`, or after a
 // second (the device mirrors it just after each completion).
-std::uint64_t StatSettled(Runtime& runtime, std::uint64_t expected,
-                          std::uint64_t RuntimeStats::*field) {
+std::uint64_t DirectRunsSettled(Runtime& runtime, std::uint64_t expected) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  std::uint64_t seen = runtime.stats().*field;
+  std::uint64_t seen = runtime.stats().direct_submissions;
   while (seen < expected && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
-    seen = runtime.stats().*field;
+    seen = runtime.stats().direct_submissions;
   }
   return seen;
-}
-std::uint64_t DirectRunsSettled(Runtime& runtime, std::uint64_t expected) {
-  return StatSettled(runtime, expected, &RuntimeStats::direct_submissions);
-}
-
-bool SpeculativeSlotReadsOn() {
-  const char* defines = std::getenv("GPUOS_JIT_DEFINES");
-  return defines == nullptr ||
-         std::string(defines).find("GPUOS_SPECULATIVE_SLOT_READS=0") == std::string::npos;
 }
 
 // Runs `rounds` graphs of `tasks` independent tiled adds of n elements each
@@ -256,18 +245,6 @@ TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
     // just after each completion, so the last one may land after the wait.
     if (DirectTilesOn()) {
       EXPECT_EQ(DirectRunsSettled(*runtime, 300u), 300u) << config.blocks << " blocks";
-    }
-    // Published without a gate, some are claimed with their ring slot read
-    // beside the tail (docs/runtime.md, "Speculative slot reads"; 35-64% of
-    // the PyTorch frontend's ungated calls, H200, session 32), the others
-    // read it after the claim, as before: the path is taken, and the sums
-    // above show it read the right graph.
-    if (SpeculativeSlotReadsOn()) {
-      const std::uint64_t speculative =
-          StatSettled(*runtime, 300u, &RuntimeStats::speculative_slot_reads);
-      std::cout << config.blocks << " blocks: " << speculative
-                << " of 300 graphs claimed with a speculative slot read\n";
-      EXPECT_GT(speculative, 0u) << config.blocks << " blocks";
     }
   }
 }

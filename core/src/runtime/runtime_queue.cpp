@@ -303,9 +303,6 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.inline_words = inline_graph ? payload_words : 0;
   record.first_root = root_count == 0 ? 0 : static_cast<std::uint32_t>(task_begin) + roots_[0];
   record.first_root_tiles = first_root_tiles;
-  // Last, over the words as written (queue.h, kSpeculativeSlotWords): what
-  // a poller's read of the slot beside the tail is checked against.
-  ring_slot.checksum = device::ComputeSlotChecksum(ring_slot);
   diagnostics_.history.Add({sequence, first_id, task_count});
   // A lone tiled task that travels inline: the poller that claims it names
   // it to idle blocks, which run its tiles directly (queue.h, lone_hint;
@@ -507,7 +504,6 @@ RuntimeStats RuntimeImpl::Stats() const {
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
     stats.direct_submissions = LoadAcquire(&control_->direct_submissions);
-    stats.speculative_slot_reads = LoadAcquire(&control_->speculative_reads);
     stats.worker_sm_clock_mhz = static_cast<double>(LoadAcquire(&control_->sm_clock_khz)) / 1000;
     const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
     stats.parks = generation_ == 0 ? 0 : (generation_ - 1) + (parked >= generation_ ? 1 : 0);

@@ -62,14 +62,12 @@ TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
 GPU_COUNTS = {"warmup": 20, "rounds": 40, "block": 10, "block_warmup": 2}
 SMOKE_COUNTS = {"warmup": 1, "rounds": 2, "block": 2, "block_warmup": 0}
 GPUOS_COUNTERS = ("submissions", "compiled_calls", "split_calls", "eager_calls", "tasks",
-                  "traces", "guard_misses", "worker_launches", "direct_submissions",
-                  "speculative_slot_reads")
+                  "traces", "guard_misses", "worker_launches", "direct_submissions")
 GPUOS_COMPILED = ("gpuos_compile", "gpuos_unstitched")  # their rows count gpuos's work
 # The runtimes' own counters (gpuos.stats()["runtimes"], summed over devices):
 # grids launched (a parked worker relaunched) and lone tiled submissions run
 # as direct tiles (docs/runtime.md).
-RUNTIME_COUNTERS = {"worker_launches": "launches", "direct_submissions": "direct_submissions",
-                    "speculative_slot_reads": "speculative_slot_reads"}
+RUNTIME_COUNTERS = {"worker_launches": "launches", "direct_submissions": "direct_submissions"}
 
 
 def _sync(device: torch.device) -> None:
@@ -152,7 +150,6 @@ def _gpuos_delta(delta: dict, calls: int) -> dict:
             "eager_calls": delta["eager_calls"], "traces": delta["traces"],
             "worker_launches": delta["worker_launches"],
             "direct_submissions": delta["direct_submissions"],
-            "speculative_slot_reads": delta["speculative_slot_reads"],
             "fallbacks": {k: v for k, v in delta["fallbacks"].items() if v},
             "fallback_reasons": delta["fallback_reasons"]}
 

@@ -59,22 +59,16 @@ def _profile(case, device, calls: int, out: str) -> dict:
     try:
         with torch.no_grad():
             trace_events.time_calls(compiled, inputs, device, 10)
-            before = json.loads(runtime.stats_json())
+            direct_before = json.loads(runtime.stats_json())["direct_submissions"]
             wall = trace_events.time_calls(compiled, inputs, device, calls)
-            after = json.loads(runtime.stats_json())
-            direct = after["direct_submissions"] - before["direct_submissions"]
-            speculative = (after.get("speculative_slot_reads", 0) -
-                           before.get("speculative_slot_reads", 0))
+            direct = json.loads(runtime.stats_json())["direct_submissions"] - direct_before
     finally:
         _runtime.STATS.note_program = original
     note = next((n for n in notes if not n.startswith("not stitched")), "")
     # direct_calls: of the timed calls' submissions, how many ran as direct
     # tiles (docs/runtime.md, "Direct tiles"); the rest took the board path.
-    # speculative_calls: how many were claimed with their ring slot read
-    # beside the tail ("Speculative slot reads").
     result = {"case": case.name, "wall_us": statistics.median(wall), "note": note,
-              "direct_calls": direct, "speculative_calls": speculative,
-              "timed_calls": len(wall)}
+              "direct_calls": direct, "timed_calls": len(wall)}
     path = os.path.join(out, "trace_" + re.sub(r"[^A-Za-z0-9_.-]", "_", case.name) + ".json")
     gpuos.export_trace(path)
     result["queue_us"] = trace_events.queue_breakdown(path, calls)
@@ -131,8 +125,7 @@ def main() -> int:
         results.append(r)
         print(f"{case.name}: wall {r['wall_us']:.1f} us, device span "
               f"{r.get('device_span_us') or float('nan'):.1f} us, "
-              f"direct {r['direct_calls']}/{r['timed_calls']} calls, "
-              f"speculative slot reads {r['speculative_calls']}")
+              f"direct {r['direct_calls']}/{r['timed_calls']} calls")
         print("    queue (us): " + ", ".join(f"{k} {v:.2f}" for k, v in r["queue_us"].items()))
         for s in r["stages"]:
             print(f"    {s['op']:12s} {s['tiles']:4d} tiles  first start {s['first_start']:6.1f}  "

@@ -117,7 +117,6 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"backpressure_waits", s.backpressure_waits},
                           {"max_queue_depth", s.max_queue_depth},
                           {"direct_submissions", s.direct_submissions},
-                          {"speculative_slot_reads", s.speculative_slot_reads},
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
                           {"idle_park_us", s.idle_park.count()},

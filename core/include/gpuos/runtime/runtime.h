@@ -136,10 +136,6 @@ struct RuntimeStats {
   // submission completes, so a lower bound (briefly one behind a wait that
   // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
-  // Claims whose ring slot the claiming poller had read with the tail
-  // (docs/runtime.md, "Speculative slot reads"), mirrored the same way: a
-  // lower bound.
-  std::uint64_t speculative_slot_reads = 0;
   unsigned int worker_blocks = 0;
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
   // most device::kWorkerMaxRegisters, which leaves room for other kernels).

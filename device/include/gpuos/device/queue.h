@@ -100,68 +100,10 @@ struct alignas(16) SubmissionSlot {
   // dropped the submission (Runtime::DropGated), which completes without
   // running its tasks. In the slot's last 16-byte word.
   unsigned long long gate_word;
-  // SlotChecksum of the slot's first SlotUsedWords words (0 where they are
-  // more than kSpeculativeSlotWords): what a poller's speculative read of
-  // the slot is checked against (kSpeculativeSlotWords). Beside the gate
-  // word, so that one 16-byte load reads both.
-  unsigned long long checksum;
+  unsigned long long reserved;
 };
 // SubmissionSlot::gate_word's flag "dropped" (sequences stay below it).
 constexpr unsigned long long kGateDropped = 1ull << 62;
-
-// Speculative slot reads (docs/runtime.md, "Speculative slot reads"): a
-// poller reads the first kSpeculativeSlotWords words of the ring slot it
-// expects the next submission in, and the slot's last word (gate word and
-// checksum), in flight with its read of the tail, so that a claim needs no
-// second PCIe round trip for the slot. The device's reads of host memory
-// are not ordered among themselves, so those words may mix the slot's
-// earlier submission with the new one; the read counts only where the
-// record names the claimed submission, its words fit, and their
-// SlotChecksum equals the one the host wrote before publishing (else the
-// slot is read again after the claim, as before).
-constexpr unsigned int kSpeculativeSlotWords = 64;
-
-// The 16-byte words of a slot that its submission uses: the record and the
-// inline payload.
-GPUOS_HOST_DEVICE inline unsigned int SlotUsedWords(unsigned int inline_words) {
-  return kSubmissionRecordWords + inline_words;
-}
-// A 64-bit finalizer (MurmurHash3's fmix64): every input bit moves about
-// half of the output bits, so words that differ anywhere hash apart.
-GPUOS_HOST_DEVICE inline unsigned long long SlotMix64(unsigned long long x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-// Word `index` of a slot (low and high 8 bytes) as it enters the checksum:
-// its position is mixed in, so that words swapped between places change it.
-GPUOS_HOST_DEVICE inline unsigned long long SlotWordHash(unsigned long long low,
-                                                         unsigned long long high,
-                                                         unsigned int index) {
-  return SlotMix64(low ^ (0x9e3779b97f4a7c15ull * (2ull * index + 1))) +
-         SlotMix64(high ^ (0xc2b2ae3d27d4eb4full * (2ull * index + 2)));
-}
-// The checksum of a slot whose words [0, used) hash to `word_hashes`
-// (the sum of their SlotWordHash) for submission `sequence`.
-GPUOS_HOST_DEVICE inline unsigned long long SlotChecksum(unsigned long long sequence,
-                                                         unsigned long long word_hashes) {
-  return SlotMix64(sequence ^ 0x94d049bb133111ebull) + word_hashes;
-}
-
-// SubmissionSlot::checksum as the host writes it: over the slot's used
-// words as they stand (the record and payload in place), 0 where they are
-// more than a speculative read covers (nothing checks it then).
-GPUOS_HOST_DEVICE inline unsigned long long ComputeSlotChecksum(const SubmissionSlot& slot) {
-  const unsigned int used = SlotUsedWords(slot.record.inline_words);
-  if (used > kSpeculativeSlotWords) return 0;
-  const unsigned long long* words = reinterpret_cast<const unsigned long long*>(&slot);
-  unsigned long long hashes = 0;
-  for (unsigned int i = 0; i < used; ++i) hashes += SlotWordHash(words[2 * i], words[2 * i + 1], i);
-  return SlotChecksum(slot.record.sequence, hashes);
-}
 
 // 16-byte words of a graph's inline payload (Submission::inline_words).
 GPUOS_HOST_DEVICE inline unsigned int SubmissionPayloadWords(unsigned int tasks,
@@ -202,9 +144,7 @@ struct alignas(64) QueueControl {
   // completing the latest one mirrored QueueDeviceState's count (mirrors may
   // land out of order: a lower bound at any moment; diagnostics and tests).
   unsigned long long direct_submissions;
-  // Claims whose ring slot came from the poller's speculative read
-  // (kSpeculativeSlotWords), mirrored like direct_submissions: a lower bound.
-  unsigned long long speculative_reads;
+  unsigned long long reserved2;
 };
 
 // Per task-arena entry, device memory; initialized when the task is admitted.
@@ -272,8 +212,7 @@ struct alignas(128) QueueDeviceState {
   unsigned long long park_run_until;
   unsigned int park_bound_generation;
   unsigned int pad_park;
-  unsigned long long speculative_reads;  // QueueControl mirrors it
-  unsigned long long pad3[7];
+  unsigned long long pad3[8];
   // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.
   // Idle blocks read the words and take a helper ticket from the task's
   // NodeState::helper_tickets with one atomicSub each, instead of popping

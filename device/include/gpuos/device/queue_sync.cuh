@@ -230,15 +230,10 @@ __device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long lo
 //
 // Only submissions below `claim_below` are claimed (a block that announced
 // the park runs only those published before; queue_worker.cu, ParkWatch).
-// *next_head gets the submission a claim in the next round would expect to
-// find first (the head as read, one past it after this round's claim or a
-// lost race): where a poller reads a ring slot speculatively
-// (queue_speculative.cuh).
 __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
                                                                  unsigned long long* host_flags,
                                                                  bool* direct,
-                                                                 unsigned long long claim_below,
-                                                                 unsigned long long* next_head) {
+                                                                 unsigned long long claim_below) {
   // The flags issued before the acquiring load, so that both are in flight
   // together; the tail and the hint in one 16-byte load, so that a new tail
   // comes with its hint. (Read as a separate load beside the tail, a third
@@ -267,9 +262,7 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   // store could put back a smaller tail that another poller replaced.
   if (tail_seen < tail) atomicMax(&q.state->host_tail_seen, tail);
   *direct = false;
-  *next_head = head;
   if (head >= tail || head >= claim_below) return kNone;
-  *next_head = head + 1;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
   atomicAdd(&q.state->in_flight, 1u);
   atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
