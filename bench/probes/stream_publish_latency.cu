@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
   const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
 
   CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaFree(nullptr));  // the primary context, current for the driver calls below
   CUdevice device = 0;
   CHECK_CU(cuCtxGetDevice(&device));
   int memops = 0;
