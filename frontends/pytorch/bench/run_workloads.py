@@ -329,6 +329,22 @@ def main(argv: Optional[list[str]] = None) -> dict:
         torch.set_num_threads(threads)
 
 
+def _host_cpu() -> Optional[str]:
+    """The host's CPU model (Linux: /proc/cpuinfo's first "model name"; None
+    elsewhere). Eager's and the CUDA graph's times, host-bound at these
+    sizes, differ by up to 2x between GPU instances of one kind (eager
+    attention seq 128 63.8-101.0 us in sessions 29-32): the document says
+    which host ran them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return None
+
+
 def _host_load() -> Optional[float]:
     """The host's 1-minute load average (None where the OS has none): a run
     whose host was busy (another process compiling, say) shows it, since
@@ -341,7 +357,8 @@ def _host_load() -> Optional[float]:
 
 def _run(args, doc, cases, names, device, counts, json_path) -> dict:
     start = time.monotonic()
-    doc["host_load"] = {"cpus": os.cpu_count(), "at_start": _host_load(), "at_case_start": {}}
+    doc["host_load"] = {"cpus": os.cpu_count(), "cpu_model": _host_cpu(),
+                        "at_start": _host_load(), "at_case_start": {}}
     for case in cases:
         if args.budget_s is not None and time.monotonic() - start > args.budget_s:
             reason = f"time budget of {args.budget_s:g} s exhausted before this case"

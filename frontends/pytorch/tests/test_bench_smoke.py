@@ -48,6 +48,14 @@ def test_the_host_load_is_recorded_for_every_case(smoke):
     doc, _ = smoke
     load = doc["host_load"]
     assert load["cpus"] == os.cpu_count()
+    # The host's CPU model, where the OS tells it (eager's time differs by up
+    # to 2x between instances).
+    models = []
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            models = [line.split(":", 1)[1].strip() for line in f
+                      if line.startswith("model name")]
+    assert load["cpu_model"] == (models[0] if models and models[0] else None)
     assert set(load["at_case_start"]) == {c.name for c in workloads.cases()}
     for value in [load["at_start"], load["at_end"], *load["at_case_start"].values()]:
         assert value is None or value >= 0.0
