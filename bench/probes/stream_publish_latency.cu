@@ -75,7 +75,10 @@ __global__ void __launch_bounds__(256, 1)
     const volatile Words* words = MemopMode(static_cast<int>((s - 1) % kModes)) ? device : mapped;
     unsigned long long tail;
     do {
-      asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(tail) : "l"(&words->tail) : "memory");
+      asm volatile("ld.acquire.sys.global.u64 %0, [%1];"
+                   : "=l"(tail)
+                   : "l"(&words->tail)
+                   : "memory");
     } while (tail < s);
     unsigned long long sum = 0;
 #pragma unroll
@@ -138,7 +141,8 @@ int main(int argc, char** argv) {
   CUdevice device = 0;
   CHECK_CU(cuCtxGetDevice(&device));
   int memops = 0;
-  CHECK_CU(cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
+  CHECK_CU(
+      cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device));
   if (memops == 0) {
     std::fprintf(stderr, "64-bit stream memory operations are not supported here\n");
     return 1;
