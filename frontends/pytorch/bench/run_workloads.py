@@ -331,10 +331,9 @@ def main(argv: Optional[list[str]] = None) -> dict:
 
 def _host_cpu() -> Optional[str]:
     """The host's CPU model (Linux: /proc/cpuinfo's first "model name"; None
-    elsewhere). Eager's and the CUDA graph's times, host-bound at these
-    sizes, differ by up to 2x between GPU instances of one kind (eager
-    attention seq 128 63.8-101.0 us in sessions 29-32): the document says
-    which host ran them."""
+    elsewhere). Eager's times, host-bound at these sizes, differ by up to 2x
+    between GPU instances of one kind (attention seq 128 63.8-101.0 us in
+    sessions 29-32): the document says which host ran them."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
