@@ -38,6 +38,8 @@
 #include <cstring>
 #include <vector>
 
+#include "host_timing.h"
+
 namespace {
 
 constexpr int kModes = 4;
@@ -88,36 +90,6 @@ __global__ void __launch_bounds__(256, 1)
     ack->step = s;
   }
   *finished = steps;
-}
-
-#define CHECK_CUDA(call)                                              \
-  do {                                                                \
-    cudaError_t e = (call);                                           \
-    if (e != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
-      std::exit(1);                                                   \
-    }                                                                 \
-  } while (0)
-#define CHECK_CU(call)                                      \
-  do {                                                      \
-    CUresult e = (call);                                    \
-    if (e != CUDA_SUCCESS) {                                \
-      const char* s = nullptr;                              \
-      cuGetErrorString(e, &s);                              \
-      std::fprintf(stderr, "%s: %s\n", #call, s ? s : "?"); \
-      std::exit(1);                                         \
-    }                                                       \
-  } while (0)
-
-double Now() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 unsigned long long RecordWord(unsigned long long step, int k) { return step * kRecordWords + k; }
@@ -196,7 +168,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < warm + reps; ++r) {
     for (int m = 0; m < kModes; ++m) {
       ++step;
-      const double t0 = Now();
+      const double t0 = probe::NowUs();
       if (m == 1) CHECK_CU(cuStreamQuery(CU_STREAM_LEGACY));
       if (!MemopMode(m)) {
         for (int k = 0; k < kRecordWords; ++k) host_words->record[k] = RecordWord(step, k);
@@ -208,10 +180,10 @@ int main(int argc, char** argv) {
         const CUstream stream = m == 2 ? CU_STREAM_LEGACY : reinterpret_cast<CUstream>(other);
         CHECK_CU(cuStreamBatchMemOp(stream, kRecordWords + 1, batch, 0));
       }
-      const double t1 = Now();
+      const double t1 = probe::NowUs();
       while (host_ack->step < step) {
       }
-      const double t2 = Now();
+      const double t2 = probe::NowUs();
       std::atomic_thread_fence(std::memory_order_acquire);
       unsigned long long want = 0;
       for (int k = 0; k < kRecordWords; ++k) want += RecordWord(step, k);
@@ -234,7 +206,7 @@ int main(int argc, char** argv) {
       commit != nullptr ? commit : "unknown", prop.name, reps, wrong ? "false" : "true");
   for (int m = 0; m < kModes; ++m) {
     std::printf("  \"%s_us\": %.3f, \"%s_host_part_us\": %.3f%s\n", kModeNames[m],
-                Median(roundtrip[m]), kModeNames[m], Median(host_part[m]),
+                probe::Median(roundtrip[m]), kModeNames[m], probe::Median(host_part[m]),
                 m + 1 < kModes ? "," : "");
   }
   std::printf("}\n");

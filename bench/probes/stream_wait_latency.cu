@@ -33,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "host_timing.h"
+
 namespace {
 
 // One block per SM, like the worker; block 0 answers, the others only hold
@@ -64,36 +66,6 @@ __global__ void WaitWord(const volatile unsigned long long* word, unsigned long 
   if (threadIdx.x == 0) {
     while (*word < value) __nanosleep(64);
   }
-}
-
-#define CHECK_CUDA(call)                                              \
-  do {                                                                \
-    cudaError_t e = (call);                                           \
-    if (e != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); \
-      std::exit(1);                                                   \
-    }                                                                 \
-  } while (0)
-#define CHECK_CU(call)                                      \
-  do {                                                      \
-    CUresult e = (call);                                    \
-    if (e != CUDA_SUCCESS) {                                \
-      const char* s = nullptr;                              \
-      cuGetErrorString(e, &s);                              \
-      std::fprintf(stderr, "%s: %s\n", #call, s ? s : "?"); \
-      std::exit(1);                                         \
-    }                                                       \
-  } while (0)
-
-double Now() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -139,7 +111,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < warm + reps; ++r) {
     for (int m = 0; m < kModes; ++m) {
       ++step;
-      const double t0 = Now();
+      const double t0 = probe::NowUs();
       std::atomic_thread_fence(std::memory_order_seq_cst);
       *go = step;
       if (m == 0) {
@@ -155,7 +127,7 @@ int main(int argc, char** argv) {
                                      CU_STREAM_WAIT_VALUE_GEQ));
         CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
       }
-      const double t1 = Now();
+      const double t1 = probe::NowUs();
       if (r >= warm) samples[m].push_back(t1 - t0);
       while (*done_host < step) {
       }
@@ -165,19 +137,19 @@ int main(int argc, char** argv) {
 
   std::vector<double> api_wait, api_query, api_sync, api_launch;
   for (int r = 0; r < warm + reps; ++r) {
-    double t0 = Now();
+    double t0 = probe::NowUs();
     CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter),
                                  reinterpret_cast<CUdeviceptr>(done_dev), 1,
                                  CU_STREAM_WAIT_VALUE_GEQ));
-    double t1 = Now();
+    double t1 = probe::NowUs();
     CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
-    double t2 = Now();
+    double t2 = probe::NowUs();
     CHECK_CU(cuStreamQuery(reinterpret_cast<CUstream>(waiter)));
-    double t3 = Now();
+    double t3 = probe::NowUs();
     CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
-    double t4 = Now();
+    double t4 = probe::NowUs();
     WaitWord<<<1, 32, 0, waiter>>>(done_dev, 1);
-    double t5 = Now();
+    double t5 = probe::NowUs();
     CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
     if (r >= warm) {
       api_launch.push_back(t5 - t4);
@@ -194,11 +166,12 @@ int main(int argc, char** argv) {
       "\"reps\": %d,\n",
       commit != nullptr ? commit : "unknown", prop.name, reps);
   for (int m = 0; m < kModes; ++m) {
-    std::printf("  \"%s_us\": %.3f,\n", modes[m], Median(samples[m]));
+    std::printf("  \"%s_us\": %.3f,\n", modes[m], probe::Median(samples[m]));
   }
   std::printf(
       "  \"api_wait_value_us\": %.3f,\n  \"api_launch_wait_kernel_us\": %.3f,\n"
       "  \"api_query_us\": %.3f,\n  \"api_sync_idle_us\": %.3f\n}\n",
-      Median(api_wait), Median(api_launch), Median(api_query), Median(api_sync));
+      probe::Median(api_wait), probe::Median(api_launch), probe::Median(api_query),
+      probe::Median(api_sync));
   return 0;
 }
