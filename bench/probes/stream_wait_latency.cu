@@ -3,16 +3,23 @@
 // not a benchmark of record; bench/README.md, "Probes").
 //
 // One block spins on a "go" word in mapped host memory; for step i the host
-// writes go = i and the kernel answers by writing done = i to a word in
-// mapped host memory and to one in device memory. The host times, from its
-// write of go until it knows the answer is there:
+// writes go = i and the kernel answers, --delay-us after it saw go (default
+// 0; a compiled call's device time, during which the host's calls below
+// overlap the device's work), by writing done = i to a word in mapped host
+// memory and to one in device memory. The host times, from its write of go
+// until it knows the answer is there:
 //   host_poll       spinning on the mapped done word (the runtime's Future::Wait)
+//   host_poll_sync  the same, then cuStreamSynchronize of the (idle) legacy
+//                   default stream (a host-waited compiled call and the
+//                   benchmark's synchronize of PyTorch's default stream)
 //   wait_host_word  cuStreamWaitValue64 on the mapped word, then
 //                   cuStreamSynchronize of that stream (what Program::Launch
-//                   does today, the synchronize being the benchmark's)
+//                   does without the host wait)
 //   wait_dev_word   the same on the device-memory word
 //   kernel_dev_word a one-warp kernel launched on that stream that spins on
 //                   the device-memory word, then cuStreamSynchronize
+//   kernel_dev_word_legacy  the same on the legacy default stream
+//   kernel_host_word_legacy the same, the kernel spinning on the mapped word
 // and, separately, what the host calls cost by themselves on an idle stream:
 //   api_wait_value  cuStreamWaitValue64 of a satisfied value (enqueue only)
 //   api_query       cuStreamQuery of an idle stream
@@ -37,11 +44,18 @@
 
 namespace {
 
+__device__ unsigned long long GlobalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // One block per SM, like the worker; block 0 answers, the others only hold
 // their SM until the last step (so a waiting kernel must fit beside them).
 __global__ void __launch_bounds__(256, 1)
     Answer(const volatile unsigned long long* go, volatile unsigned long long* done_host,
-           volatile unsigned long long* done_dev, unsigned long long steps) {
+           volatile unsigned long long* done_dev, unsigned long long steps,
+           unsigned long long delay_ns) {
   __shared__ int hold[8192];  // 32 KiB of static shared memory per block, like a worker block
   hold[threadIdx.x] = threadIdx.x;
   __syncthreads();
@@ -55,6 +69,11 @@ __global__ void __launch_bounds__(256, 1)
   }
   for (unsigned long long i = 1; i <= steps; ++i) {
     while (*go < i) __nanosleep(32);
+    if (delay_ns != 0) {
+      const unsigned long long start = GlobalTimerNs();
+      while (GlobalTimerNs() - start < delay_ns) {
+      }
+    }
     *done_dev = i;
     *done_host = i;
     __threadfence_system();
@@ -72,12 +91,29 @@ __global__ void WaitWord(const volatile unsigned long long* word, unsigned long 
 
 int main(int argc, char** argv) {
   int reps = 2000;
+  double delay_us = 0;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--delay-us") == 0) delay_us = std::atof(argv[i + 1]);
+  }
+  if (reps < 1 || delay_us < 0 || delay_us > 1000) {
+    std::fprintf(stderr, "usage: %s [--reps N>0] [--delay-us 0..1000]\n", argv[0]);
+    return 2;
   }
   const int warm = 200;
-  const char* modes[] = {"host_poll", "wait_host_word", "wait_dev_word", "kernel_dev_word"};
-  constexpr int kModes = 4;
+  enum Mode {
+    kHostPoll,
+    kHostPollSync,
+    kWaitHostWord,
+    kWaitDevWord,
+    kKernelDevWord,
+    kKernelDevWordLegacy,
+    kKernelHostWordLegacy,
+    kModes
+  };
+  const char* modes[kModes] = {
+      "host_poll",       "host_poll_sync",         "wait_host_word",         "wait_dev_word",
+      "kernel_dev_word", "kernel_dev_word_legacy", "kernel_host_word_legacy"};
   const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
 
   CHECK_CUDA(cudaSetDevice(0));
@@ -101,7 +137,8 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaFuncGetAttributes(&wait_word_attributes, WaitWord));
   int sms = 0;
   CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  Answer<<<sms, 256, 0, worker_stream>>>(dev_host_words, dev_host_words + 1, done_dev, steps);
+  Answer<<<sms, 256, 0, worker_stream>>>(dev_host_words, dev_host_words + 1, done_dev, steps,
+                                         static_cast<unsigned long long>(delay_us * 1e3));
   CHECK_CUDA(cudaGetLastError());
 
   volatile unsigned long long* go = host_words;
@@ -114,15 +151,19 @@ int main(int argc, char** argv) {
       const double t0 = probe::NowUs();
       std::atomic_thread_fence(std::memory_order_seq_cst);
       *go = step;
-      if (m == 0) {
+      if (m == kHostPoll || m == kHostPollSync) {
         while (*done_host < step) {
         }
-      } else if (m == 3) {
-        WaitWord<<<1, 32, 0, waiter>>>(done_dev, step);
-        CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
+        if (m == kHostPollSync) CHECK_CU(cuStreamSynchronize(CU_STREAM_LEGACY));
+      } else if (m >= kKernelDevWord) {
+        const cudaStream_t stream = m == kKernelDevWord ? waiter : cudaStreamLegacy;
+        WaitWord<<<1, 32, 0, stream>>>(m == kKernelHostWordLegacy ? dev_host_words + 1 : done_dev,
+                                       step);
+        CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));
       } else {
-        const CUdeviceptr word = m == 1 ? reinterpret_cast<CUdeviceptr>(dev_host_words + 1)
-                                        : reinterpret_cast<CUdeviceptr>(done_dev);
+        const CUdeviceptr word = m == kWaitHostWord
+                                     ? reinterpret_cast<CUdeviceptr>(dev_host_words + 1)
+                                     : reinterpret_cast<CUdeviceptr>(done_dev);
         CHECK_CU(cuStreamWaitValue64(reinterpret_cast<CUstream>(waiter), word, step,
                                      CU_STREAM_WAIT_VALUE_GEQ));
         CHECK_CU(cuStreamSynchronize(reinterpret_cast<CUstream>(waiter)));
@@ -163,8 +204,8 @@ int main(int argc, char** argv) {
   const char* commit = std::getenv("GPUOS_COMMIT");
   std::printf(
       "{\"probe\": \"stream_wait_latency\", \"commit\": \"%s\", \"device\": \"%s\", "
-      "\"reps\": %d,\n",
-      commit != nullptr ? commit : "unknown", prop.name, reps);
+      "\"reps\": %d, \"delay_us\": %.1f,\n",
+      commit != nullptr ? commit : "unknown", prop.name, reps, delay_us);
   for (int m = 0; m < kModes; ++m) {
     std::printf("  \"%s_us\": %.3f,\n", modes[m], probe::Median(samples[m]));
   }
