@@ -101,7 +101,7 @@ setup(
             "gpuos._C",
             ["csrc/extension.cpp", "csrc/batching.cpp", "csrc/batching_python.cpp",
              "csrc/batching_recorder.cpp", "csrc/batching_recorder_learn.cpp",
-             "csrc/batching_recorder_sign.cpp"],
+             "csrc/batching_recorder_sign.cpp", "csrc/fast_call.cpp"],
             include_dirs=[str(HERE / "csrc")],
             libraries=["gpuos_torch_bridge"],
             extra_compile_args=["-O2"],

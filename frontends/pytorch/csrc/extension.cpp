@@ -17,6 +17,7 @@
 
 #include "batching_python.h"
 #include "batching_recorder.h"
+#include "fast_call.h"
 #include "gpuos_torch_bridge.h"
 
 namespace py = pybind11;
@@ -118,7 +119,7 @@ struct Result {
 constexpr int kGuardMismatch = 1;
 constexpr int kNeedsAutograd = 2;
 
-class Program {
+class Program final : public gpuos_torch::FastRunner {
  public:
   // Buffers are numbered: inputs, constants, the workspace (when
   // `workspace_bytes` is set: one buffer for every intermediate, as
@@ -164,77 +165,51 @@ class Program {
     }
     addresses_.resize(num_buffers_);
   }
-  ~Program() { gpuos_torch_program_destroy(handle_); }
+  ~Program() override { gpuos_torch_program_destroy(handle_); }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
   // The results as a list of tensors, or kGuardMismatch / kNeedsAutograd.
   py::object Run(const std::vector<at::Tensor>& args) {
-    const bool timed = timing_on_;
-    const auto run_start = timed ? Clock::now() : Clock::time_point();
-    if (args.size() != inputs_.size()) return py::int_(kGuardMismatch);
-    const bool grad = at::GradMode::is_enabled();
-    const c10::Device device(c10::DeviceType::CUDA,
-                             static_cast<c10::DeviceIndex>(runtime_->device()));
-    std::size_t b = 0;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const at::Tensor& t = args[i];
-      const Layout& want = inputs_[i];
-      if (!t.defined() || t.device() != device || t.scalar_type() != want.dtype ||
-          t.sizes() != c10::IntArrayRef(want.sizes) ||
-          t.strides() != c10::IntArrayRef(want.strides)) {
-        return py::int_(kGuardMismatch);
-      }
-      if (grad && t.requires_grad()) return py::int_(kNeedsAutograd);
-      addresses_[b++] = reinterpret_cast<unsigned long long>(t.data_ptr());
-    }
-    for (const at::Tensor& c : constants_) {
-      if (grad && c.requires_grad()) return py::int_(kNeedsAutograd);
-      addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
-    }
-    const auto allocate_start = timed ? Clock::now() : Clock::time_point();
-    at::Tensor workspace = BindWorkspace(device, &b);
-    void* const stream = CurrentStream(device);
-    std::vector<at::Tensor> outputs = TakeOutputs(device, stream);
-    for (const at::Tensor& output : outputs) {
-      addresses_[b++] = reinterpret_cast<unsigned long long>(output.data_ptr());
-    }
-    if (timed) Record(GPUOS_TORCH_STEP_ALLOCATE, allocate_start);
-    py::list list;
-    if (overlap_) {
-      {
-        py::gil_scoped_release release;
-        Check(gpuos_torch_program_start(handle_, addresses_.data(),
-                                        static_cast<unsigned int>(addresses_.size()), stream),
-              "running the program");
-      }
-      // While the run goes on: the results' Python objects, and the outputs
-      // of the next run. Should either throw (an allocation), the run is
-      // finished first: it may still write the workspace and outputs that
-      // unwinding hands back to PyTorch's allocator.
-      try {
-        list = ResultList(args, outputs);
-        PrepareSpareOutputs(device, stream);
-      } catch (...) {
-        py::gil_scoped_release release;
-        (void)gpuos_torch_program_finish(handle_);  // its error is lost to the first one
-        throw;
-      }
-      {
-        py::gil_scoped_release release;
-        Check(gpuos_torch_program_finish(handle_), "running the program");
-      }
-    } else {
-      {
-        py::gil_scoped_release release;
-        LaunchOnCurrentStream(device);
-      }
-      list = ResultList(args, outputs);
-    }
-    KeepSpareWorkspace(std::move(workspace));
-    if (timed) Record(GPUOS_TORCH_STEP_RUN, run_start);
-    return std::move(list);
+    int status = 0;
+    py::object results = Execute(args, gpuos_torch::ResultKind::kList, &status);
+    if (status != 0) return py::int_(status);
+    return results;
   }
+
+  // FastCallable's call (fast_call.h): Run's work for a tuple of positional
+  // arguments, without pybind's argument conversion, the result shaped as
+  // `kind` says.
+  PyObject* CallFast(PyObject* args, gpuos_torch::ResultKind kind, int* status) override {
+    const Py_ssize_t count = PyTuple_GET_SIZE(args);
+    if (static_cast<std::size_t>(count) != inputs_.size()) {
+      *status = kGuardMismatch;
+      return nullptr;
+    }
+    std::vector<at::Tensor> tensors;
+    tensors.reserve(static_cast<std::size_t>(count));
+    for (Py_ssize_t i = 0; i < count; ++i) {
+      PyObject* item = PyTuple_GET_ITEM(args, i);
+      if (!THPVariable_Check(item)) {
+        *status = kGuardMismatch;
+        return nullptr;
+      }
+      tensors.push_back(THPVariable_Unpack(item));
+    }
+    try {
+      py::object results = Execute(tensors, kind, status);
+      return *status != 0 ? nullptr : results.release().ptr();
+    } catch (py::error_already_set& error) {
+      error.restore();
+    } catch (const std::invalid_argument& error) {
+      PyErr_SetString(PyExc_ValueError, error.what());
+    } catch (const std::exception& error) {
+      PyErr_SetString(PyExc_RuntimeError, error.what());
+    }
+    return nullptr;
+  }
+
+  unsigned int tasks() const override { return num_tasks(); }
 
   // Runs once with the input buffers bound to `args` and the output buffers
   // to `outputs` (caller-given tensors laid out as the program's outputs, by
@@ -278,6 +253,87 @@ class Program {
   std::string stitch_note() const { return gpuos_torch_program_stitch_note(handle_); }
 
  private:
+  // One run: the results shaped as `kind` says, or *status set
+  // (kGuardMismatch, kNeedsAutograd) and None.
+  py::object Execute(const std::vector<at::Tensor>& args, gpuos_torch::ResultKind kind,
+                     int* status) {
+    const bool timed = timing_on_;
+    const auto run_start = timed ? Clock::now() : Clock::time_point();
+    *status = 0;
+    if (args.size() != inputs_.size()) {
+      *status = kGuardMismatch;
+      return py::none();
+    }
+    const bool grad = at::GradMode::is_enabled();
+    const c10::Device device(c10::DeviceType::CUDA,
+                             static_cast<c10::DeviceIndex>(runtime_->device()));
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const at::Tensor& t = args[i];
+      const Layout& want = inputs_[i];
+      if (!t.defined() || t.device() != device || t.scalar_type() != want.dtype ||
+          t.sizes() != c10::IntArrayRef(want.sizes) ||
+          t.strides() != c10::IntArrayRef(want.strides)) {
+        *status = kGuardMismatch;
+        return py::none();
+      }
+      if (grad && t.requires_grad()) {
+        *status = kNeedsAutograd;
+        return py::none();
+      }
+      addresses_[b++] = reinterpret_cast<unsigned long long>(t.data_ptr());
+    }
+    for (const at::Tensor& c : constants_) {
+      if (grad && c.requires_grad()) {
+        *status = kNeedsAutograd;
+        return py::none();
+      }
+      addresses_[b++] = reinterpret_cast<unsigned long long>(c.data_ptr());
+    }
+    const auto allocate_start = timed ? Clock::now() : Clock::time_point();
+    at::Tensor workspace = BindWorkspace(device, &b);
+    void* const stream = CurrentStream(device);
+    std::vector<at::Tensor> outputs = TakeOutputs(device, stream);
+    for (const at::Tensor& output : outputs) {
+      addresses_[b++] = reinterpret_cast<unsigned long long>(output.data_ptr());
+    }
+    if (timed) Record(GPUOS_TORCH_STEP_ALLOCATE, allocate_start);
+    py::object results;
+    if (overlap_) {
+      {
+        py::gil_scoped_release release;
+        Check(gpuos_torch_program_start(handle_, addresses_.data(),
+                                        static_cast<unsigned int>(addresses_.size()), stream),
+              "running the program");
+      }
+      // While the run goes on: the results' Python objects, and the outputs
+      // of the next run. Should either throw (an allocation), the run is
+      // finished first: it may still write the workspace and outputs that
+      // unwinding hands back to PyTorch's allocator.
+      try {
+        results = ResultObject(args, outputs, kind);
+        PrepareSpareOutputs(device, stream);
+      } catch (...) {
+        py::gil_scoped_release release;
+        (void)gpuos_torch_program_finish(handle_);  // its error is lost to the first one
+        throw;
+      }
+      {
+        py::gil_scoped_release release;
+        Check(gpuos_torch_program_finish(handle_), "running the program");
+      }
+    } else {
+      {
+        py::gil_scoped_release release;
+        LaunchOnCurrentStream(device);
+      }
+      results = ResultObject(args, outputs, kind);
+    }
+    KeepSpareWorkspace(std::move(workspace));
+    if (timed) Record(GPUOS_TORCH_STEP_RUN, run_start);
+    return results;
+  }
+
   // A workspace for the intermediates, its address written at
   // addresses_[*b] (then *b advanced): the spare one an earlier run left (KeepSpareWorkspace),
   // else one from PyTorch's caching allocator. The caller keeps the tensor
@@ -324,21 +380,33 @@ class Program {
   }
 
   // The run's results: program outputs, inputs or constants, or views of
-  // them.
-  py::list ResultList(const std::vector<at::Tensor>& args,
-                      const std::vector<at::Tensor>& outputs) const {
-    py::list list;
-    for (const Result& r : results_) {
-      const at::Tensor& source =
-          r.kind == 0 ? args[r.index] : (r.kind == 1 ? constants_[r.index] : outputs[r.index]);
-      if (r.same) {
-        list.append(source);
-      } else {
-        list.append(
-            at::as_strided(source, r.sizes, r.strides, source.storage_offset() + r.storage_offset));
-      }
+  // them, as a list, a tuple or the first alone (`kind`).
+  py::object ResultObject(const std::vector<at::Tensor>& args,
+                          const std::vector<at::Tensor>& outputs,
+                          gpuos_torch::ResultKind kind) const {
+    if (kind == gpuos_torch::ResultKind::kFirst) {
+      if (results_.empty()) throw std::out_of_range("gpuos: the program has no results");
+      return py::cast(ResultTensor(results_[0], args, outputs));
     }
-    return list;
+    if (kind == gpuos_torch::ResultKind::kTuple) {
+      py::tuple tuple(results_.size());
+      for (std::size_t i = 0; i < results_.size(); ++i) {
+        tuple[i] = py::cast(ResultTensor(results_[i], args, outputs));
+      }
+      return std::move(tuple);
+    }
+    py::list list;
+    for (const Result& r : results_) list.append(ResultTensor(r, args, outputs));
+    return std::move(list);
+  }
+
+  // One result: its source, or a view of it.
+  at::Tensor ResultTensor(const Result& r, const std::vector<at::Tensor>& args,
+                          const std::vector<at::Tensor>& outputs) const {
+    const at::Tensor& source =
+        r.kind == 0 ? args[r.index] : (r.kind == 1 ? constants_[r.index] : outputs[r.index]);
+    if (r.same) return source;
+    return at::as_strided(source, r.sizes, r.strides, source.storage_offset() + r.storage_offset);
   }
 
   // The run's output tensors: those PrepareSpareOutputs allocated during
@@ -437,6 +505,13 @@ std::shared_ptr<gpuos_torch::SequenceRunner> NativeRunnerOf(py::handle object) {
                                                  object.cast<Program*>());
 }
 
+// The fast-path runner of a Program object (fast_call.h), or nullptr.
+gpuos_torch::FastRunner* FastRunnerOf(PyObject* object) {
+  const py::handle handle(object);
+  if (!py::isinstance<Program>(handle)) return nullptr;
+  return handle.cast<Program*>();
+}
+
 // Parses and checks a program description without a GPU; raises on errors.
 void CheckProgram(const std::string& program_json) {
   Check(gpuos_torch_program_check(program_json.c_str()), "checking the program");
@@ -471,4 +546,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_property_readonly("stitch_note", &Program::stitch_note);
   gpuos_torch::BindBatching(m);
   gpuos_torch::SetNativeRunnerFactory(&NativeRunnerOf);
+  gpuos_torch::BindFastCall(m, &FastRunnerOf);
 }

@@ -211,7 +211,16 @@ def build_entry(fn: Callable, args: Sequence[Any], executor: str = "gpuos") -> _
     return entry
 
 
-class CompiledFunction:
+# The base of CompiledFunction: with the extension, gpuos._C.FastCallable,
+# whose call runs the last program in C++ (no Python frame) and calls
+# _call_slow for the rest; without it, a Python __call__ (below the class).
+_CallBase: Any = _runtime._C.FastCallable if _runtime._C is not None else object
+# How FastCallable shapes a run's results (csrc/fast_call.h, ResultKind), by
+# the entry's unflatten; an unflatten not named here keeps the call in Python.
+_RESULT_KINDS: dict[Any, int] = {list: 0, _first: 1, tuple: 2}
+
+
+class CompiledFunction(_CallBase):
     """What gpuos.compile returns; call it like the function.
 
     `executor="reference"` runs the programs with the CPU reference
@@ -232,7 +241,16 @@ class CompiledFunction:
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self._last: Optional[_Entry] = None
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _call_slow(self, args: tuple, kwargs: Optional[dict], status: int) -> Any:
+        """A call that FastCallable did not run: `status` 0 (no program set
+        for it, or keyword arguments), or why the program set did not run
+        (GUARD_MISMATCH, NEEDS_AUTOGRAD)."""
+        kwargs = kwargs or {}
+        if status != 0:
+            if status == _runtime._C.NEEDS_AUTOGRAD:
+                return self._eager(self._last, args, kwargs, {"autograd": "inputs require grad"})
+            _runtime.STATS.guard_misses += 1
+            return self._slow_call(args, kwargs)
         last = self._last
         if last is not None and last.mode != "eager" and not kwargs:
             if last.mode == "native" and last.tensor_positions is None:
@@ -248,6 +266,18 @@ class CompiledFunction:
                 return self._run(last, args, kwargs)
             _runtime.STATS.guard_misses += 1
         return self._slow_call(args, kwargs)
+
+    def _use(self, entry: _Entry) -> None:
+        """Makes `entry` the one the next call tries first; with the
+        extension, a native program of tensor arguments whose result is
+        one tensor, a tuple or a list runs in C++ (FastCallable)."""
+        self._last = entry
+        if _CallBase is object:
+            return
+        kind = (_RESULT_KINDS.get(entry.unflatten)
+                if entry.mode == "native" and entry.tensor_positions is None
+                and _runtime.switch_on("GPUOS_TORCH_FAST_CALL") else None)
+        self._set_fast(entry.program if kind is not None else None, kind or 0)
 
     def _finish(self, entry: _Entry, result: list) -> Any:
         stats = _runtime.STATS
@@ -301,12 +331,19 @@ class CompiledFunction:
                 _runtime.STATS.cache_evictions += 1
         else:
             self._cache.move_to_end(key)
-        self._last = entry
+        self._use(entry)
         if entry.mode == "eager":
             return self._eager(entry, args, kwargs)
         return self._run(entry, args, kwargs)
 
     # Introspection (tests, debugging).
+    def runs_in_cpp(self) -> bool:
+        """Whether the next call tries its program in C++ first (FastCallable)."""
+        last = self._last
+        return (_CallBase is not object and last is not None and last.mode == "native"
+                and last.tensor_positions is None and last.unflatten in _RESULT_KINDS
+                and _runtime.switch_on("GPUOS_TORCH_FAST_CALL"))
+
     def cached_layouts(self) -> int:
         return len(self._cache)
 
@@ -315,6 +352,13 @@ class CompiledFunction:
 
     def last_plan(self) -> Optional[Plan]:
         return self._last.plan if self._last else None
+
+
+if _CallBase is object:
+    def _python_call(self: CompiledFunction, *args: Any, **kwargs: Any) -> Any:
+        return self._call_slow(args, kwargs, 0)
+
+    CompiledFunction.__call__ = _python_call  # type: ignore[method-assign]
 
 
 class _BackendFunction(CompiledFunction):

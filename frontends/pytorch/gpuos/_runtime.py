@@ -50,6 +50,8 @@ class Stats:
         self.fallback_reasons: dict[str, str] = {}  # why (first reason seen)
         self.stitched_programs = 0  # programs built as one stitched task
         self.unstitched: Counter[str] = Counter()  # why a program was not stitched -> programs
+        if _C is not None:  # compiled calls that ran in C++ (gpuos._C.FastCallable)
+            _C.reset_fast_call_counts()
 
     def note_program(self, program: Any) -> None:
         """A native program was built (gpuos._C.Program)."""
@@ -97,9 +99,10 @@ def trace_capacity() -> int:
 
 
 # On/off switches: "0" off, "1" or unset on (docs/pytorch.md, "Configuration
-# at run time"). GPUOS_FUSION is read in Python, the others by the extension.
+# at run time"). GPUOS_FUSION and GPUOS_TORCH_FAST_CALL are read in Python,
+# the others by the extension.
 SWITCHES = ("GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION", "GPUOS_STITCH_FLAGS",
-            "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER")
+            "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER", "GPUOS_TORCH_FAST_CALL")
 
 
 def switch_on(name: str) -> bool:
@@ -146,11 +149,13 @@ def runtime(device_index: int) -> Any:
 
 def snapshot() -> dict[str, Any]:
     s = STATS
+    # Compiled calls that ran in C++ (gpuos._C.FastCallable) count there.
+    fast_calls, fast_tasks = _C.fast_call_counts() if _C is not None else (0, 0)
     result: dict[str, Any] = {
-        "submissions": s.submissions,
-        "compiled_calls": s.compiled_calls,
+        "submissions": s.submissions + fast_calls,
+        "compiled_calls": s.compiled_calls + fast_calls,
         "split_calls": s.split_calls,
-        "tasks": s.tasks,
+        "tasks": s.tasks + fast_tasks,
         "eager_calls": s.eager_calls,
         "traces": s.traces,
         "guard_misses": s.guard_misses,

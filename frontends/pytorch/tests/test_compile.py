@@ -166,9 +166,48 @@ def test_results_keep_the_function_s_output_structure():
     assert type(nested([leaves[0], leaves[1]])[1]) is tuple
 
 
+def test_calls_go_through_the_cpp_base_and_its_slow_path_without_a_gpu():
+    """With the extension, gpuos.compile's callable derives from
+    gpuos._C.FastCallable; with no program set for C++ (the reference
+    executor here), every call reaches _call_slow, keyword arguments
+    included, and nothing counts as a call run in C++."""
+    from gpuos import _runtime
+    from gpuos._compile import CompiledFunction
+
+    if _runtime._C is None:
+        pytest.skip(f"the extension is not built here: {_runtime.EXTENSION_ERROR}")
+    assert issubclass(CompiledFunction, _runtime._C.FastCallable)
+    f = gpuos.compile(lambda x, scale=1.0: x * scale + 1, executor="reference")
+    x = torch.randn(3, 3)
+    for _ in range(2):
+        torch.testing.assert_close(f(x), x + 1)
+    torch.testing.assert_close(f(x, scale=2.0), x * 2 + 1)  # keyword: runs eagerly
+    assert not f.runs_in_cpp()
+    assert _runtime._C.fast_call_counts() == (0, 0)
+    s = gpuos.stats()
+    assert s["compiled_calls"] == 2 and s["eager_calls"] == 1
+
+
+def test_the_cpp_call_path_refuses_what_is_not_a_program():
+    from gpuos import _runtime
+
+    if _runtime._C is None:
+        pytest.skip(f"the extension is not built here: {_runtime.EXTENSION_ERROR}")
+    f = gpuos.compile(lambda x: x + 1, executor="reference")
+    with pytest.raises(TypeError, match="gpuos._C.Program"):
+        f._set_fast(object(), 0)
+    with pytest.raises(ValueError, match="kind"):
+        f._set_fast(None, 3)
+    f._set_fast(None, 1)  # none: calls stay in Python
+    torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
+    bare = _runtime._C.FastCallable()
+    with pytest.raises(AttributeError, match="_call_slow"):
+        bare(torch.ones(1))
+
+
 @pytest.mark.parametrize("name", ["GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION",
                                   "GPUOS_STITCH_FLAGS", "GPUOS_TORCH_OVERLAP",
-                                  "GPUOS_TORCH_OPEN_LATER"])
+                                  "GPUOS_TORCH_OPEN_LATER", "GPUOS_TORCH_FAST_CALL"])
 @pytest.mark.parametrize("value", ["off", "false", "2", " 0"])
 def test_a_switch_set_to_anything_but_0_or_1_is_refused_by_name(monkeypatch, name, value):
     """Checked before the runtime opens (and GPUOS_FUSION where it is read),

@@ -122,6 +122,56 @@ def test_guards_retrace_and_rebind_pointers(gpu):
     assert s["traces"] == 3 and s["compiled_calls"] == 5 and s["guard_misses"] >= 3
 
 
+def test_calls_run_in_cpp_with_the_function_s_result_structure(gpu):
+    """The replay of a call whose arguments are tensors runs in C++
+    (gpuos._C.FastCallable): one tensor, a tuple and a list come back as the
+    function returns them; the stats count those calls; a guard miss, a
+    non-tensor argument, keyword arguments and inputs that require grad
+    leave it for Python, which handles them as before."""
+    x = torch.randn(8, 16, device=gpu)
+    functions = {
+        "tensor": lambda t: torch.relu(t) + 1,
+        "tuple": lambda t: (t + 1, t * 2),
+        "list": lambda t: [t - 1, t.t()],  # a view of an output among the results
+    }
+    for name, fn in functions.items():
+        f = gpuos.compile(fn)
+        gpuos.reset_stats()
+        for _ in range(3):
+            got, want = f(x), fn(x)
+            assert type(got) is type(want), name
+            torch.testing.assert_close(got, want, msg=name)
+        assert f.runs_in_cpp(), name
+        s = gpuos.stats()
+        assert s["compiled_calls"] == 3 and s["submissions"] == 3 and s["tasks"] >= 3, (name, s)
+    f = gpuos.compile(lambda t: t * 3)
+    torch.testing.assert_close(f(x), x * 3)
+    gpuos.reset_stats()
+    y = torch.randn(4, 4, device=gpu)
+    torch.testing.assert_close(f(y), y * 3)  # new shape: guard miss, traced again
+    assert gpuos.stats()["guard_misses"] == 1 and gpuos.stats()["traces"] == 1
+    torch.testing.assert_close(f(y), y * 3)  # the new program in C++
+    assert f.runs_in_cpp() and gpuos.stats()["compiled_calls"] == 2
+    assert f([1]) == [1, 1, 1]  # neither a tensor nor a scalar: eager
+    torch.testing.assert_close(f(t=y), y * 3)  # keyword: eager
+    w = torch.randn(4, 4, device=gpu, requires_grad=True)
+    out = f(w)
+    assert out.requires_grad  # ran eagerly, with autograd
+    assert "autograd" in gpuos.stats()["fallback_reasons"]
+
+
+def test_calls_stay_in_python_with_the_fast_call_switch_off(gpu, monkeypatch):
+    monkeypatch.setenv("GPUOS_TORCH_FAST_CALL", "0")  # an A/B switch (docs/pytorch.md)
+    f = gpuos.compile(lambda t: (t + 1, t * 2))
+    x = torch.randn(8, 16, device=gpu)
+    for _ in range(3):
+        got = f(x)
+        assert type(got) is tuple
+        torch.testing.assert_close(got, (x + 1, x * 2))
+    assert not f.runs_in_cpp()
+    assert gpuos.stats()["compiled_calls"] == 3
+
+
 def test_parameters_are_bound_by_pointer(gpu):
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.GELU(),
                                 torch.nn.Linear(32, 8)).to(gpu)

@@ -1,0 +1,126 @@
+// gpuos._C.FastCallable (fast_call.h): a heap type made with PyType_FromSpec,
+// so that gpuos.compile's Python class can derive from it and keep its own
+// attributes, while its tp_call runs the last program without Python.
+#include "fast_call.h"
+
+#include <string>
+
+namespace py = pybind11;
+
+namespace gpuos_torch {
+namespace {
+
+FastRunnerOf g_runner_of = nullptr;
+// Calls that ran on the fast path and the tasks they submitted (the GIL
+// guards them); gpuos.stats() adds them to the Python counters.
+unsigned long long g_calls = 0;
+unsigned long long g_tasks = 0;
+
+struct FastCallable {
+  PyObject_HEAD PyObject* program;  // a strong reference, or nullptr: every call is slow
+  FastRunner* runner;               // program's
+  int kind;                         // ResultKind
+  unsigned int tasks;
+};
+
+PyObject* CallSlow(PyObject* self, PyObject* args, PyObject* kwargs, int status) {
+  return PyObject_CallMethod(self, "_call_slow", "OOi", args, kwargs != nullptr ? kwargs : Py_None,
+                             status);
+}
+
+PyObject* Call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
+  auto* self = reinterpret_cast<FastCallable*>(self_object);
+  int status = 0;
+  if (self->runner != nullptr && (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0)) {
+    // The run releases the GIL: another thread may replace the program meanwhile.
+    PyObject* program = self->program;
+    Py_INCREF(program);
+    const unsigned int tasks = self->tasks;
+    PyObject* result = self->runner->CallFast(args, static_cast<ResultKind>(self->kind), &status);
+    Py_DECREF(program);
+    if (result != nullptr) {
+      ++g_calls;
+      g_tasks += tasks;
+      return result;
+    }
+    if (PyErr_Occurred() != nullptr) return nullptr;
+  }
+  return CallSlow(self_object, args, kwargs, status);
+}
+
+// _set_fast(program, kind): the program the call runs first (None: none).
+PyObject* SetFast(PyObject* self_object, PyObject* const* args, Py_ssize_t nargs) {
+  auto* self = reinterpret_cast<FastCallable*>(self_object);
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "_set_fast(program, kind) takes 2 arguments");
+    return nullptr;
+  }
+  const long kind = PyLong_AsLong(args[1]);
+  if (kind == -1 && PyErr_Occurred() != nullptr) return nullptr;
+  if (kind < static_cast<long>(ResultKind::kList) || kind > static_cast<long>(ResultKind::kTuple)) {
+    PyErr_SetString(PyExc_ValueError, "_set_fast: kind must be 0 (list), 1 (first) or 2 (tuple)");
+    return nullptr;
+  }
+  FastRunner* runner = nullptr;
+  if (args[0] != Py_None) {
+    runner = g_runner_of(args[0]);
+    if (runner == nullptr) {
+      PyErr_SetString(PyExc_TypeError, "_set_fast: program must be a gpuos._C.Program or None");
+      return nullptr;
+    }
+  }
+  PyObject* old = self->program;
+  self->program = args[0] == Py_None ? nullptr : args[0];
+  Py_XINCREF(self->program);
+  self->runner = runner;
+  self->kind = static_cast<int>(kind);
+  self->tasks = runner != nullptr ? runner->tasks() : 0u;
+  Py_XDECREF(old);
+  Py_RETURN_NONE;
+}
+
+void Dealloc(PyObject* self_object) {
+  PyTypeObject* type = Py_TYPE(self_object);
+  auto* self = reinterpret_cast<FastCallable*>(self_object);
+  self->runner = nullptr;
+  Py_CLEAR(self->program);
+  type->tp_free(self_object);
+  Py_DECREF(type);  // a heap type's instances hold a reference to it
+}
+
+PyMethodDef g_methods[] = {
+    {"_set_fast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetFast)),
+     METH_FASTCALL, "_set_fast(program, kind): the program a call runs first (None: none)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+void BindFastCall(py::module_& m, FastRunnerOf runner_of) {
+  g_runner_of = runner_of;
+  static const std::string doc =
+      "Base type of gpuos.compile's callables: a call runs the program set by _set_fast "
+      "without Python, and calls self._call_slow(args, kwargs, status) otherwise.";
+  PyType_Slot slots[] = {{Py_tp_call, reinterpret_cast<void*>(&Call)},
+                         {Py_tp_dealloc, reinterpret_cast<void*>(&Dealloc)},
+                         {Py_tp_methods, g_methods},
+                         {Py_tp_new, reinterpret_cast<void*>(&PyType_GenericNew)},
+                         {Py_tp_doc, const_cast<char*>(doc.c_str())},
+                         {0, nullptr}};
+  PyType_Spec spec = {"gpuos._C.FastCallable", static_cast<int>(sizeof(FastCallable)), 0,
+                      Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
+  PyObject* type = PyType_FromSpec(&spec);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object("FastCallable", py::reinterpret_steal<py::object>(type));
+  m.def(
+      "fast_call_counts", [] { return py::make_tuple(g_calls, g_tasks); },
+      "(calls, tasks) that ran on FastCallable's fast path since the last reset");
+  m.def(
+      "reset_fast_call_counts",
+      [] {
+        g_calls = 0;
+        g_tasks = 0;
+      },
+      "Zeroes fast_call_counts (gpuos.reset_stats).");
+}
+
+}  // namespace gpuos_torch
