@@ -7,6 +7,11 @@ how the host part grows with tasks, tensors and parameters. Medians of
 
     call_sync        compiled(x) then current_stream().synchronize()
                      (what run_workloads.py times)
+    interleaved_cpp, interleaved_python
+                     call_sync of two compiled functions of the module, the
+                     second built with GPUOS_TORCH_FAST_CALL=0 (its calls run
+                     through Python, docs/pytorch.md "The call path"), in
+                     alternating blocks of 50 calls (a same-process A/B)
     call             compiled(x) alone (the host until it returns)
     sync_after_call  the synchronize that follows it
     program_run      the native Program.run(inputs) and the synchronize
@@ -91,6 +96,29 @@ def main() -> None:
             after.append((time.perf_counter_ns() - returned) / 1e3)
         results["call"] = statistics.median(call)
         results["sync_after_call"] = statistics.median(after)
+        python_path = gpuos.compile(module)
+        previous = os.environ.get("GPUOS_TORCH_FAST_CALL")
+        os.environ["GPUOS_TORCH_FAST_CALL"] = "0"  # read when its first call takes the program
+        try:
+            python_path(*inputs)
+        finally:
+            if previous is None:
+                del os.environ["GPUOS_TORCH_FAST_CALL"]
+            else:
+                os.environ["GPUOS_TORCH_FAST_CALL"] = previous
+        if python_path.runs_in_cpp() or not compiled.runs_in_cpp():
+            sys.exit("the A/B needs one function on each call path "
+                     f"(C++: {compiled.runs_in_cpp()}, {python_path.runs_in_cpp()})")
+        timed = {"interleaved_cpp": (compiled, []), "interleaved_python": (python_path, [])}
+        for block in range(2 * max(1, args.calls // 50)):
+            f, samples = timed["interleaved_cpp" if block % 2 == 0 else "interleaved_python"]
+            for _ in range(50):
+                start = time.perf_counter_ns()
+                f(*inputs)
+                stream.synchronize()
+                samples.append((time.perf_counter_ns() - start) / 1e3)
+        for name, (_, samples) in timed.items():
+            results[name] = statistics.median(samples)
         program = compiled._last.program
         results["program_run"] = _median_us(lambda: (program.run(inputs), stream.synchronize()),
                                             args.calls)
