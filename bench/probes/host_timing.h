@@ -1,6 +1,7 @@
-// What the host-timed probes (stream_wait_latency.cu, stream_publish_latency.cu)
-// share: exiting with the message of a failed CUDA runtime or driver call, a
-// host clock in microseconds, and the median of a sample.
+// What the host-timed probes (stream_wait_latency.cu, stream_publish_latency.cu,
+// mapped_roundtrip.cu) share: exiting with the message of a failed CUDA runtime
+// or driver call, zeroed mapped host memory, a host clock in microseconds, and
+// the median of a sample.
 #pragma once
 
 #include <cuda.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #define CHECK_CUDA(call)                                              \
@@ -32,6 +34,16 @@
   } while (0)
 
 namespace probe {
+
+// A zeroed T in mapped pinned host memory; *device is its device address.
+template <typename T>
+T* MappedZeroed(T** device) {
+  T* host = nullptr;
+  CHECK_CUDA(cudaHostAlloc(&host, sizeof(T), cudaHostAllocMapped));
+  std::memset(host, 0, sizeof(T));
+  CHECK_CUDA(cudaHostGetDevicePointer(device, host, 0));
+  return host;
+}
 
 // steady_clock, in us.
 inline double NowUs() {

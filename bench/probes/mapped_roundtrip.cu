@@ -178,16 +178,10 @@ int main(int argc, char** argv) {
   const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
 
   CHECK_CUDA(cudaSetDevice(0));
-  Words* words = nullptr;
-  Ack* ack = nullptr;
-  CHECK_CUDA(cudaHostAlloc(&words, sizeof(Words), cudaHostAllocMapped));
-  CHECK_CUDA(cudaHostAlloc(&ack, sizeof(Ack), cudaHostAllocMapped));
-  std::memset(words, 0, sizeof(Words));
-  std::memset(ack, 0, sizeof(Ack));
   Words* words_dev = nullptr;
   Ack* ack_dev = nullptr;
-  CHECK_CUDA(cudaHostGetDevicePointer(&words_dev, words, 0));
-  CHECK_CUDA(cudaHostGetDevicePointer(&ack_dev, ack, 0));
+  Words* words = probe::MappedZeroed(&words_dev);
+  Ack* ack = probe::MappedZeroed(&ack_dev);
   unsigned long long* finished = nullptr;
   unsigned long long* device_sum = nullptr;
   CHECK_CUDA(cudaMalloc(&finished, sizeof(unsigned long long)));

@@ -120,16 +120,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   // Mapped host memory: the mapped words, then the ack.
-  Words* mapped = nullptr;
-  Ack* ack = nullptr;
-  CHECK_CUDA(cudaHostAlloc(&mapped, sizeof(Words), cudaHostAllocMapped));
-  CHECK_CUDA(cudaHostAlloc(&ack, sizeof(Ack), cudaHostAllocMapped));
-  std::memset(mapped, 0, sizeof(Words));
-  std::memset(ack, 0, sizeof(Ack));
   Words* mapped_dev = nullptr;
   Ack* ack_dev = nullptr;
-  CHECK_CUDA(cudaHostGetDevicePointer(&mapped_dev, mapped, 0));
-  CHECK_CUDA(cudaHostGetDevicePointer(&ack_dev, ack, 0));
+  Words* mapped = probe::MappedZeroed(&mapped_dev);
+  Ack* ack = probe::MappedZeroed(&ack_dev);
   Words* device_words = nullptr;
   unsigned long long* finished = nullptr;
   CHECK_CUDA(cudaMalloc(&device_words, sizeof(Words)));
