@@ -5,6 +5,7 @@
 // graph once. Built by torch.utils.cpp_extension against the installed torch.
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
 #include <chrono>
@@ -196,17 +197,13 @@ class Program final : public gpuos_torch::FastRunner {
       }
       tensors.push_back(THPVariable_Unpack(item));
     }
-    try {
-      py::object results = Execute(tensors, kind, status);
-      return *status != 0 ? nullptr : results.release().ptr();
-    } catch (py::error_already_set& error) {
-      error.restore();
-    } catch (const std::invalid_argument& error) {
-      PyErr_SetString(PyExc_ValueError, error.what());
-    } catch (const std::exception& error) {
-      PyErr_SetString(PyExc_RuntimeError, error.what());
-    }
-    return nullptr;
+    // Errors become Python exceptions as torch's own C functions make them:
+    // a c10 error keeps its Python type (torch.OutOfMemoryError, ...), C++
+    // warnings become Python warnings.
+    HANDLE_TH_ERRORS
+    py::object results = Execute(tensors, kind, status);
+    return *status != 0 ? nullptr : results.release().ptr();
+    END_HANDLE_TH_ERRORS
   }
 
   unsigned int tasks() const override { return num_tasks(); }
