@@ -79,6 +79,11 @@ PyObject* SetFast(PyObject* self_object, PyObject* const* args, Py_ssize_t nargs
   Py_RETURN_NONE;
 }
 
+// _runs_fast(): whether a program is set (the next call tries it first).
+PyObject* RunsFast(PyObject* self_object, PyObject* /*unused*/) {
+  return PyBool_FromLong(reinterpret_cast<FastCallable*>(self_object)->runner != nullptr ? 1 : 0);
+}
+
 void Dealloc(PyObject* self_object) {
   PyTypeObject* type = Py_TYPE(self_object);
   auto* self = reinterpret_cast<FastCallable*>(self_object);
@@ -91,6 +96,7 @@ void Dealloc(PyObject* self_object) {
 PyMethodDef g_methods[] = {
     {"_set_fast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetFast)),
      METH_FASTCALL, "_set_fast(program, kind): the program a call runs first (None: none)."},
+    {"_runs_fast", &RunsFast, METH_NOARGS, "_runs_fast(): whether _set_fast set a program."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -240,7 +240,6 @@ class CompiledFunction(_CallBase):
                                          else _NativeBackend())
         self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self._last: Optional[_Entry] = None
-        self._fast_kind: Optional[int] = None  # the result kind FastCallable has, or None
 
     def _call_slow(self, args: tuple, kwargs: Optional[dict], status: int) -> Any:
         """A call that FastCallable did not run: `status` 0 (no program set
@@ -279,7 +278,6 @@ class CompiledFunction(_CallBase):
                 if entry.mode == "native" and entry.tensor_positions is None
                 and _runtime.switch_on("GPUOS_TORCH_FAST_CALL") else None)
         self._set_fast(entry.program if kind is not None else None, kind or 0)
-        self._fast_kind = kind
 
     def _finish(self, entry: _Entry, result: list) -> Any:
         stats = _runtime.STATS
@@ -341,7 +339,7 @@ class CompiledFunction(_CallBase):
     # Introspection (tests, debugging).
     def runs_in_cpp(self) -> bool:
         """Whether the next call tries its program in C++ first (FastCallable)."""
-        return self._fast_kind is not None
+        return _CallBase is not object and self._runs_fast()
 
     def cached_layouts(self) -> int:
         return len(self._cache)

@@ -199,6 +199,7 @@ def test_the_cpp_call_path_refuses_what_is_not_a_program():
     with pytest.raises(ValueError, match="kind"):
         f._set_fast(None, 3)
     f._set_fast(None, 1)  # none: calls stay in Python
+    assert not f.runs_in_cpp()
     torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))
     bare = _runtime._C.FastCallable()
     with pytest.raises(AttributeError, match="_call_slow"):
