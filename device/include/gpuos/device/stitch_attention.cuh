@@ -24,8 +24,8 @@
 // kVSk, kVSn), S and Pr [batch, M, N] (Sm, Sn), O [batch, M, Dv] (Sm, Sn);
 // kAlpha; kBM queries a tile (kBM * (kD + kN) values of the compute type fit
 // the scratch); kSplit lanes share one key's dot products (a power of two
-// dividing kD and 32), kVec 4 when each lane's part of a key is 16-byte
-// aligned and contiguous; kStoreScores and kStoreProbs: whether S and Pr
+// dividing kD and 32), kVec 4 when a key's values are contiguous and
+// each lane's 16-byte units of them aligned; kStoreScores and kStoreProbs: whether S and Pr
 // are stored.
 //
 // A tile computes queries [m0, m0 + kBM) of one batch item. After the wait
@@ -34,9 +34,10 @@
 // any store (a table load after a store waits for it). Then:
 // 1. their rows of q into the scratch;
 // 2. scores: kSplit lanes per key, each with kD / kSplit values of the key
-//    in registers (every pass's keys loaded at once where they fit 64
-//    registers), the partial dot products of all kBM queries summed with
-//    shuffles, then scaled; into the scratch (after q) and to S;
+//    in registers (16-byte units, the lanes' interleaved; every pass's keys
+//    loaded at once where they fit 64 registers), the partial dot products
+//    of all kBM queries summed with shuffles, then scaled; into the scratch
+//    (after q) and to S;
 // 3. softmax: a warp per query over its row in the scratch, to Pr (one
 //    query a tile: all warps over its row);
 // 4. out: a thread per column of v in 256 / columns groups, each group over
@@ -102,17 +103,36 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
                 "16-byte loads of keys are for f32");
   static_assert(P::kBM * (P::kD + P::kN) * static_cast<long long>(sizeof(C)) <= kWorkerScratchBytes,
                 "q's rows and the scores must fit the scratch");
-  // q's rows in the scratch with 4 values of padding after every 32, where
-  // that fits: the kSplit lanes of a key read parts of one row that lie
-  // 128 bytes (kSplit 2) or 32 bytes (kSplit 8, two of them 128 apart)
-  // from each other, the same banks, so every 16-byte read of step 2 was a
-  // two-way bank conflict; padded, each part starts on banks of its own.
+  // Which of a key's values a lane holds (step 2). Interleaved: 16-byte
+  // units (4 values; single values where a lane holds fewer than 4 or a
+  // multiple of none), unit u of part p at u * kSplit + p, so that the
+  // kSplit lanes of a key read adjacent units and each 32-byte sector of
+  // a key is fetched once, by one load (seq 128: 16 full sectors a warp's
+  // load). Blocked (before session 34): part p held [p * kDPerLane,
+  // (p + 1) * kDPerLane), so every 16-byte load of a warp touched 32
+  // sectors half each and the next load fetched their other halves again
+  // (loads of the stage go to L2: ld.global.cg), twice the keys' L2
+  // traffic. GPUOS_STITCH_KEYS_BLOCKED (a JIT define): blocked (an A/B
+  // switch).
+#ifdef GPUOS_STITCH_KEYS_BLOCKED
+  constexpr bool kInterleaved = false;
+#else
+  constexpr bool kInterleaved = true;
+#endif
+  constexpr int kUnit = kDPerLane % 4 == 0 ? 4 : 1;
+  // q's rows in the scratch, blocked, with 4 values of padding after every
+  // 32, where that fits: the kSplit lanes of a key read parts of one row
+  // that lie 128 bytes (kSplit 2) or 32 bytes (kSplit 8, two of them 128
+  // apart) from each other, the same banks, so every 16-byte read of step 2
+  // was a two-way bank conflict; padded, each part starts on banks of its
+  // own. Interleaved, the lanes of a key read adjacent units of a row (the
+  // same for every key: a broadcast), on banks of their own unpadded.
   // GPUOS_STITCH_Q_UNPADDED (a JIT define): unpadded (an A/B switch).
-#ifdef GPUOS_STITCH_Q_UNPADDED
+#if defined(GPUOS_STITCH_Q_UNPADDED)
   constexpr bool kPadQ = false;
 #else
   constexpr bool kPadQ =
-      kDPerLane <= 32 && 32 % kDPerLane == 0 &&
+      !kInterleaved && kDPerLane <= 32 && 32 % kDPerLane == 0 &&
       P::kBM * (P::kD + (P::kD + 31) / 32 * 4 + P::kN) * static_cast<long long>(sizeof(C)) <=
           kWorkerScratchBytes;
 #endif
@@ -152,6 +172,10 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   // kDPerLane values of that key each.
   const int part = threadIdx.x % P::kSplit;
   const int d0 = part * kDPerLane;
+  // The place in the key (and in q's row) of a lane's value i.
+  const auto value_d = [&](int i) {
+    return kInterleaved ? kUnit * ((i / kUnit) * P::kSplit + part) + i % kUnit : d0 + i;
+  };
   // Every pass's keys are loaded at once (one round trip) when they fit a
   // lane's 64 registers; otherwise one pass after another, each loading
   // the next (only for more keys than a block has threads).
@@ -164,13 +188,13 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     const bool second = kKeysInTwo && j >= P::kKtSplit;
     const long long sk = second ? P::kKt2Sk : P::kKtSk;
     const T* const key =
-        second ? kt2 + (key_in ? static_cast<long long>(j - P::kKtSplit) * P::kKt2Sn : 0) + d0 * sk
-               : kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0) + d0 * sk;
-    if constexpr (P::kVec == 4) {
+        second ? kt2 + (key_in ? static_cast<long long>(j - P::kKtSplit) * P::kKt2Sn : 0)
+               : kt + (key_in ? static_cast<long long>(j) * P::kKtSn : 0);
+    if constexpr (P::kVec == 4) {  // kUnit is 4: value_d(i) is a unit's first
 #pragma unroll
       for (int i = 0; i < kDPerLane; i += 4) {
         float4 four = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (key_in) four = Load4(reinterpret_cast<const float*>(key + i));
+        if (key_in) four = Load4(reinterpret_cast<const float*>(key + value_d(i)));
         dst[i] = four.x;
         dst[i + 1] = four.y;
         dst[i + 2] = four.z;
@@ -179,7 +203,7 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     } else {
 #pragma unroll
       for (int i = 0; i < kDPerLane; ++i) {
-        dst[i] = key_in ? convert<C>(Load(key + static_cast<long long>(i) * sk)) : C(0);
+        dst[i] = key_in ? convert<C>(Load(key + static_cast<long long>(value_d(i)) * sk)) : C(0);
       }
     }
   };
@@ -254,16 +278,15 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     for (int m = 0; m < P::kBM; ++m) {
       C acc = C(0);
       if constexpr (kQuads) {  // 16-byte reads of q's row
-        const float4* const row = reinterpret_cast<const float4*>(qs + m * kQRow + q_at(d0));
 #pragma unroll
         for (int i = 0; i < kDPerLane; i += 4) {
-          const float4 four = row[i / 4];
+          const float4 four = *reinterpret_cast<const float4*>(qs + m * kQRow + q_at(value_d(i)));
           acc +=
               four.x * keys[i] + four.y * keys[i + 1] + four.z * keys[i + 2] + four.w * keys[i + 3];
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * kQRow + q_at(d0) + i] * keys[i];
+        for (int i = 0; i < kDPerLane; ++i) acc += qs[m * kQRow + q_at(value_d(i))] * keys[i];
       }
 #pragma unroll
       for (int offset = P::kSplit / 2; offset > 0; offset /= 2) {
