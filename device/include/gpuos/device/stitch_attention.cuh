@@ -38,7 +38,8 @@
 //    loaded at once where they fit 64 registers), the partial dot products
 //    of all kBM queries summed with shuffles, then scaled; into the scratch
 //    (after q) and to S;
-// 3. softmax: a warp per query over its row in the scratch, to Pr (one
+// 3. softmax: a warp per query over its row in the scratch, to Pr (a
+//    half-warp per query where a tile has more queries than warps; one
 //    query a tile: all warps over its row);
 // 4. out: a thread per column of v in 256 / columns groups, each group over
 //    a range of keys (its loads of v in flight together), the groups' sums
@@ -325,6 +326,13 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   // warps' maxima and sums meet in the scratch (q's rows are no longer
   // needed), instead of one warp walking the whole row.
   constexpr bool kWideSoftmax = P::kBM == 1 && P::kD >= 2 * kWarps;
+  // GPUOS_STITCH_SOFTMAX_WARP_ROWS (a JIT define): a warp per query at any
+  // count (an A/B switch).
+#ifdef GPUOS_STITCH_SOFTMAX_WARP_ROWS
+  constexpr bool kHalfWarpRows = false;
+#else
+  constexpr bool kHalfWarpRows = P::kBM > kWarps && P::kBM <= 2 * kWarps;
+#endif
   if constexpr (kWideSoftmax) {
     // Maxima and sums in slots of their own. Rows past kM cannot occur:
     // kBM is 1.
@@ -350,6 +358,20 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     };
     SoftmaxRow<P>(ps, probs + static_cast<long long>(m0) * P::kPrSm, threadIdx.x, kThreads,
                   block_max, block_sum);
+  } else if constexpr (kHalfWarpRows) {
+    // More queries than warps (seq 128's 10): a half-warp per query, all
+    // of them in one round where a warp per query took two (a row's
+    // chain of loads, shuffles and the exponentials is the phase's time).
+    // Both halves of a warp run the shuffles; a half without a query (past
+    // kBM or kM) walks no element.
+    static_assert(P::kBM <= 2 * kWarps, "one round of half-warps");
+    const int m = threadIdx.x / 16;
+    const bool active = m < P::kBM && m0 + m < P::kM;
+    const auto half_max = [&](C v) { return WarpMax<C, 16>(v); };
+    const auto half_sum = [&](C v) { return WarpSum<C, 16>(v); };
+    SoftmaxRow<P>(ps + (active ? m : 0) * P::kN,
+                  probs + static_cast<long long>(m0 + (active ? m : 0)) * P::kPrSm,
+                  active ? lane % 16 : P::kN, 16, half_max, half_sum);
   } else {
     const auto warp_max = [&](C v) { return WarpMax(v); };
     const auto warp_sum = [&](C v) { return WarpSum(v); };
