@@ -167,16 +167,11 @@ __device__ __forceinline__ bool PollWords(unsigned long long (&word)[N], const I
   }
 }
 
-// The sum of `v` over the warp, in every lane; over each aligned group of
-// kLanes lanes (a power of two) where kLanes is less than 32. Every lane
-// of the warp calls it.
-template <typename C, int kLanes = 32>
+// The sum of `v` over the warp, in every lane.
+template <typename C>
 __device__ __forceinline__ C WarpSum(C v) {
-  static_assert(kLanes > 0 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power of two");
 #pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  }
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
@@ -256,13 +251,10 @@ __device__ __forceinline__ bool ScatteredOwner(int lane) {
   return N >= 32 || lane % (32 / N) == 0;
 }
 
-// The maximum of `v` over the warp (over each aligned group of kLanes
-// lanes), in every lane; as WarpSum.
-template <typename C, int kLanes = 32>
+template <typename C>
 __device__ __forceinline__ C WarpMax(C v) {
-  static_assert(kLanes > 0 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "a power of two");
 #pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+  for (int offset = 16; offset > 0; offset /= 2) {
     const C other = __shfl_xor_sync(0xffffffffu, v, offset);
     v = other > v ? other : v;
   }

@@ -38,8 +38,7 @@
 //    loaded at once where they fit 64 registers), the partial dot products
 //    of all kBM queries summed with shuffles, then scaled; into the scratch
 //    (after q) and to S;
-// 3. softmax: a warp per query over its row in the scratch, to Pr (a
-//    half-warp per query where a tile has more queries than warps; one
+// 3. softmax: a warp per query over its row in the scratch, to Pr (one
 //    query a tile: all warps over its row);
 // 4. out: a thread per column of v in 256 / columns groups, each group over
 //    a range of keys (its loads of v in flight together), the groups' sums
@@ -84,59 +83,6 @@ __device__ __forceinline__ void SoftmaxRow(compute_type_t<typename P::T>* row,
   sum = sum_of(sum);
   for (int j = first; j < P::kN; j += stride) {
     const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
-    row[j] = p;
-    if constexpr (P::kStoreProbs || kStoreUnread)
-      probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
-  }
-}
-
-// Step 3 by half-warps, for tiles of more queries than warps (seq 128's
-// 10), all rows in one round where a warp per row took two: half-warp h
-// (threads [16h, 16h + 16)) takes query m0 + h of the scratch's rows `ps`.
-// A lane holds its elements in registers (the row is read once) at j =
-// lane + 16 i, in the order i ^ 1 in a warp's upper half where kN is a
-// multiple of 32: the two halves' rows lie kN values apart, the same banks
-// where kN is a multiple of 32, so in the same order every access was a
-// two-way bank conflict. The loops have a fixed count (unrolled: the
-// elements' loads in flight together); a half without a query (past kBM
-// or kM) runs the shuffles with the others and touches no element. The
-// values are SoftmaxRow's.
-template <class P>
-__device__ __forceinline__ void SoftmaxHalfWarps(compute_type_t<typename P::T>* ps,
-                                                 typename P::T* probs, int m0) {
-  using T = typename P::T;
-  using C = compute_type_t<T>;
-  constexpr int kPer = (P::kN + 15) / 16;
-  static_assert(kPer <= 16, "a lane's elements fit its registers");
-  constexpr bool kSwizzle = P::kN % 32 == 0;
-  const int m = threadIdx.x / 16;
-  const int lane = threadIdx.x % 16;
-  const int upper = m & 1;
-  const bool active = m < P::kBM && m0 + m < P::kM;
-  C* const row = ps + (active ? m : 0) * P::kN;
-  const auto place = [&](int i) { return lane + 16 * (kSwizzle ? (i ^ upper) : i); };
-  C e[kPer];
-  C high = ::gpuos::lowest<C>();
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = place(i);
-    e[i] = active && j < P::kN ? row[j] : ::gpuos::lowest<C>();
-    high = e[i] > high ? e[i] : high;
-  }
-  high = WarpMax<C, 16>(high);
-  C sum = C(0);
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    e[i] = active && place(i) < P::kN ? exp(e[i] - high) : C(0);
-    sum += e[i];
-  }
-  sum = WarpSum<C, 16>(sum);
-  T* const probs_row = probs + static_cast<long long>(m0 + (active ? m : 0)) * P::kPrSm;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = place(i);
-    if (!active || j >= P::kN) continue;
-    const C p = convert<C>(convert<T>(e[i] / sum));  // as softmax stores it
     row[j] = p;
     if constexpr (P::kStoreProbs || kStoreUnread)
       probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
@@ -379,13 +325,6 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
   // warps' maxima and sums meet in the scratch (q's rows are no longer
   // needed), instead of one warp walking the whole row.
   constexpr bool kWideSoftmax = P::kBM == 1 && P::kD >= 2 * kWarps;
-  // GPUOS_STITCH_SOFTMAX_WARP_ROWS (a JIT define): a warp per query at any
-  // count (an A/B switch).
-#ifdef GPUOS_STITCH_SOFTMAX_WARP_ROWS
-  constexpr bool kHalfWarpRows = false;
-#else
-  constexpr bool kHalfWarpRows = P::kBM > kWarps && P::kBM <= 2 * kWarps;
-#endif
   if constexpr (kWideSoftmax) {
     // Maxima and sums in slots of their own. Rows past kM cannot occur:
     // kBM is 1.
@@ -411,8 +350,6 @@ __device__ __forceinline__ void Attention(const Tile& t, int tile, unsigned char
     };
     SoftmaxRow<P>(ps, probs + static_cast<long long>(m0) * P::kPrSm, threadIdx.x, kThreads,
                   block_max, block_sum);
-  } else if constexpr (kHalfWarpRows) {
-    SoftmaxHalfWarps<P>(ps, probs, m0);
   } else {
     const auto warp_max = [&](C v) { return WarpMax(v); };
     const auto warp_sum = [&](C v) { return WarpSum(v); };
