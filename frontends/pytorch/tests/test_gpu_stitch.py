@@ -372,10 +372,13 @@ def stitch_notes(built):
 # head dims that split a key over 1 to 8 lanes, a non-contiguous q, 256
 # columns of v. One query a tile (a decode step): 129 keys; 5 keys with dims
 # that are no multiple of 32; 250 keys and a non-contiguous q; 600 keys.
+# 97 queries of 128 keys: tiles of 10 (more queries than warps), the last
+# tile 7.
 ATTENTION_SHAPES = [(8, 32, 32, 64, 64, False), (3, 13, 7, 32, 96, False),
                     (4, 1, 129, 64, 64, False), (2, 20, 200, 128, 16, True),
                     (3, 1, 5, 48, 40, False), (2, 1, 250, 32, 24, True),
-                    (2, 1, 600, 64, 64, False), (4, 48, 16, 32, 256, False)]
+                    (2, 1, 600, 64, 64, False), (4, 48, 16, 32, 256, False),
+                    (8, 97, 128, 64, 64, False)]
 # The attention stage's tiles planned for 2 blocks where they differ from
 # 8 queries a tile: one tile a head of 13, three of 16 a head of 48.
 FULLER_TILES = {(3, 13, 7, 32, 96, False): 3, (4, 48, 16, 32, 256, False): 12}
