@@ -470,6 +470,23 @@ TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
   EXPECT_TRUE(compiled.ok()) << compiled.ToString();
 }
 
+// The attention stage's A/B switches (JIT defines, stitch_attention.cuh):
+// each still compiles at the benchmark's shapes, alone and with the one it
+// pairs with (the q rows' padding applies to the blocked key layout).
+TEST_F(StitchedProgramTest, AttentionCompilesWithEachOfItsSwitches) {
+  for (const char* switches :
+       {"GPUOS_STITCH_KEYS_BLOCKED", "GPUOS_STITCH_KEYS_BLOCKED GPUOS_STITCH_Q_UNPADDED",
+        "GPUOS_STITCH_VALUE_CHUNK_32", "GPUOS_STITCH_STORE_UNREAD"}) {
+    SCOPED_TRACE(switches);
+    ScopedEnv defines("GPUOS_JIT_DEFINES", switches);
+    for (const StitchDesc& desc : {Attention(32), Attention(128), DecoderAttention()}) {
+      auto program = StitchProgram(desc);
+      ASSERT_TRUE(program.ok()) << program.status().ToString();
+      ExpectCompiles(*program);
+    }
+  }
+}
+
 // Flagged intermediates (docs/stitching.md): with the intermediates named
 // internal, each product's output moves to slots after the counters and
 // the stages that read it stop waiting for it.
