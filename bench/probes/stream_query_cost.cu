@@ -1,0 +1,134 @@
+// Probe: what one query of a stream's state costs the host, by the kind of
+// stream and whether a persistent kernel is running on another one (a
+// diagnostic for docs/pytorch.md, "Performance": a compiled call's ordering
+// with PyTorch's stream is one cuStreamQuery, 1.4-1.9 us of the legacy
+// default stream in session 33's probes; bench/README.md, "Probes").
+//
+// For each state (idle: nothing running; busy_other: one block per SM
+// spinning on a non-blocking stream of its own, as the worker does), the
+// host times, interleaved, --reps times (default 2000) after 200 warm-up
+// rounds, each an idle stream's query:
+//   legacy        cuStreamQuery(CU_STREAM_LEGACY) (PyTorch's default stream)
+//   per_thread    cuStreamQuery(CU_STREAM_PER_THREAD)
+//   blocking      a stream created with default flags
+//   non_blocking  a stream created CU_STREAM_NON_BLOCKING
+//   event         cuEventQuery of an event recorded once on the idle
+//                 non-blocking stream
+// Medians in us; JSON on stdout. Every query must answer CUDA_SUCCESS (the
+// streams are idle), except legacy and blocking while the kernel runs, which
+// may answer CUDA_ERROR_NOT_READY (the legacy stream waits for blocking
+// streams, not for non-blocking ones): the answers are counted.
+//
+//   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/stream_query_cost.cu -lcuda \
+//     -o /tmp/query_probe && GPUOS_COMMIT=<sha> /tmp/query_probe [--reps 2000]
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "host_timing.h"
+
+namespace {
+
+constexpr int kKinds = 5;
+const char* const kKindNames[kKinds] = {"legacy", "per_thread", "blocking", "non_blocking",
+                                        "event"};
+
+// One block per SM spins until *stop (mapped host memory) is set.
+__global__ void Spin(const volatile unsigned int* stop) {
+  if (threadIdx.x == 0) {
+    while (*stop == 0) __nanosleep(1000);
+  }
+  __syncthreads();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 2000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1) {
+    std::fprintf(stderr, "--reps must be at least 1\n");
+    return 2;
+  }
+  constexpr int kWarm = 200;
+  CHECK_CUDA(cudaSetDevice(0));
+  CHECK_CUDA(cudaFree(nullptr));  // the primary context, current
+  unsigned int* stop_dev = nullptr;
+  unsigned int* stop = probe::MappedZeroed(&stop_dev);
+  cudaStream_t spin_stream, blocking, non_blocking;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&spin_stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking));
+  cudaEvent_t event;
+  CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  CHECK_CUDA(cudaEventRecord(event, non_blocking));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  int sms = 0;
+  CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const CUstream streams[kKinds - 1] = {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD,
+                                        reinterpret_cast<CUstream>(blocking),
+                                        reinterpret_cast<CUstream>(non_blocking)};
+
+  std::string json;
+  for (int state = 0; state < 2; ++state) {
+    const bool busy = state == 1;
+    if (busy) {
+      *reinterpret_cast<volatile unsigned int*>(stop) = 0;
+      Spin<<<sms, 256, 0, spin_stream>>>(stop_dev);
+      CHECK_CUDA(cudaGetLastError());
+    }
+    std::vector<double> times[kKinds];
+    long not_ready[kKinds] = {};
+    for (int r = 0; r < kWarm + reps; ++r) {
+      for (int k = 0; k < kKinds; ++k) {
+        const double t0 = probe::NowUs();
+        const CUresult answer = k + 1 < kKinds ? cuStreamQuery(streams[k])
+                                               : cuEventQuery(reinterpret_cast<CUevent>(event));
+        const double t1 = probe::NowUs();
+        if (answer == CUDA_ERROR_NOT_READY) {
+          ++not_ready[k];
+        } else if (answer != CUDA_SUCCESS) {
+          const char* s = nullptr;
+          cuGetErrorString(answer, &s);
+          std::fprintf(stderr, "%s query: %s\n", kKindNames[k], s ? s : "?");
+          return 1;
+        }
+        if (r >= kWarm) times[k].push_back(t1 - t0);
+      }
+    }
+    if (busy) {
+      *reinterpret_cast<volatile unsigned int*>(stop) = 1;
+      CHECK_CUDA(cudaStreamSynchronize(spin_stream));
+    }
+    char line[256];
+    json +=
+        std::string(state == 0 ? "" : ",\n") + "  \"" + (busy ? "busy_other" : "idle") + "\": {";
+    for (int k = 0; k < kKinds; ++k) {
+      std::snprintf(line, sizeof(line), "%s\"%s_us\": %.3f, \"%s_not_ready\": %ld",
+                    k == 0 ? "" : ", ", kKindNames[k], probe::Median(times[k]), kKindNames[k],
+                    not_ready[k]);
+      json += line;
+    }
+    json += "}";
+  }
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const char* commit = std::getenv("GPUOS_COMMIT");
+  std::printf(
+      "{\"probe\": \"stream_query_cost\", \"commit\": \"%s\", \"device\": \"%s\", "
+      "\"reps\": %d,\n%s\n}\n",
+      commit != nullptr ? commit : "unknown", prop.name, reps, json.c_str());
+  return 0;
+}
