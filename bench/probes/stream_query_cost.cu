@@ -136,11 +136,10 @@ int main(int argc, char** argv) {
     }
     if (busy) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 1;
-      CHECK_CUDA(cudaStreamSynchronize(spin_stream));
+      CHECK_CUDA(cudaStreamSynchronize(running));
     }
     char line[256];
-    json +=
-        std::string(state == 0 ? "" : ",\n") + "  \"" + (busy ? "busy_other" : "idle") + "\": {";
+    json += std::string(state == 0 ? "" : ",\n") + "  \"" + kStates[state] + "\": {";
     for (int k = 0; k < kKinds; ++k) {
       std::snprintf(line, sizeof(line), "%s\"%s_us\": %.3f, \"%s_not_ready\": %ld",
                     k == 0 ? "" : ", ", kKindNames[k], probe::Median(times[k]), kKindNames[k],
@@ -154,7 +153,7 @@ int main(int argc, char** argv) {
   const char* commit = std::getenv("GPUOS_COMMIT");
   std::printf(
       "{\"probe\": \"stream_query_cost\", \"commit\": \"%s\", \"device\": \"%s\", "
-      "\"reps\": %d,\n%s\n}\n",
-      commit != nullptr ? commit : "unknown", prop.name, reps, json.c_str());
+      "\"reps\": %d, \"green_sms\": %u,\n%s\n}\n",
+      commit != nullptr ? commit : "unknown", prop.name, reps, half_sms.sm.smCount, json.c_str());
   return 0;
 }
