@@ -97,14 +97,7 @@ unsigned long long RecordWord(unsigned long long step, int k) { return step * kR
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 2000;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
-  }
-  if (reps < 1) {
-    std::fprintf(stderr, "--reps wants a positive count\n");
-    return 2;
-  }
+  const int reps = probe::RepsOption(argc, argv, 2000);
   const int warm = 200;
   const unsigned long long steps = static_cast<unsigned long long>(warm + reps) * kModes;
 
@@ -193,11 +186,10 @@ int main(int argc, char** argv) {
 
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  const char* commit = std::getenv("GPUOS_COMMIT");
   std::printf(
       "{\"probe\": \"stream_publish_latency\", \"commit\": \"%s\", \"device\": \"%s\", "
       "\"reps\": %d, \"records_read_right\": %s,\n",
-      commit != nullptr ? commit : "unknown", prop.name, reps, wrong ? "false" : "true");
+      probe::CommitOrUnknown(), prop.name, reps, wrong ? "false" : "true");
   for (int m = 0; m < kModes; ++m) {
     std::printf("  \"%s_us\": %.3f, \"%s_host_part_us\": %.3f%s\n", kModeNames[m],
                 probe::Median(roundtrip[m]), kModeNames[m], probe::Median(host_part[m]),

@@ -54,19 +54,7 @@ __global__ void Spin(const volatile unsigned int* stop) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 2000;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-      reps = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (reps < 1) {
-    std::fprintf(stderr, "--reps must be at least 1\n");
-    return 2;
-  }
+  const int reps = probe::RepsOption(argc, argv, 2000);
   constexpr int kWarm = 200;
   CHECK_CUDA(cudaSetDevice(0));
   CHECK_CUDA(cudaFree(nullptr));  // the primary context, current
@@ -150,10 +138,9 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop;
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  const char* commit = std::getenv("GPUOS_COMMIT");
   std::printf(
       "{\"probe\": \"stream_query_cost\", \"commit\": \"%s\", \"device\": \"%s\", "
       "\"reps\": %d, \"green_sms\": %u,\n%s\n}\n",
-      commit != nullptr ? commit : "unknown", prop.name, reps, half_sms.sm.smCount, json.c_str());
+      probe::CommitOrUnknown(), prop.name, reps, half_sms.sm.smCount, json.c_str());
   return 0;
 }
