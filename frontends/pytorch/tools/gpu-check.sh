@@ -12,36 +12,11 @@
 # (bench/profile_tasks.py -> $OUT/profile/; GPUOS_SKIP_PROFILE=1 skips it).
 #
 # Needs torch in python3 (the GPU machine has 2.11) and, offline, the
-# repository's .deps (tools/offline-deps.sh).
+# repository's .deps (tools/offline-deps.sh); the build and install are
+# install-package.sh's.
 set -uo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
-OUT="${OUT:-$ROOT/out}"
-BUILD="${GPUOS_BUILD_DIR:-$ROOT/build/gpu}"
-PY="${PYTHON:-python3}"
-mkdir -p "$OUT"
-export PATH="/usr/local/cuda/bin:$PATH"
-if [[ -f "$ROOT/.deps/debs/MANIFEST" ]]; then
-  GPUOS_DEPS_DIR="$ROOT/.deps" bash "$ROOT/tools/offline-deps.sh" unpack >"$OUT/deps.log" 2>&1 ||
-    { tail -20 "$OUT/deps.log"; echo "UNPACKING OFFLINE DEPENDENCIES FAILED"; exit 1; }
-fi
-echo "== bridge ($BUILD)"
-start=$SECONDS
-{ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DGPUOS_WARNINGS_AS_ERRORS=ON -DGPUOS_DEPS_PREFIX="$ROOT/.deps/prefix" &&
-  cmake --build "$BUILD" -j "$(nproc)" --target gpuos_torch_bridge; } >"$OUT/bridge-build.log" 2>&1 ||
-  { tail -40 "$OUT/bridge-build.log"; echo "BRIDGE BUILD FAILED"; exit 1; }
-echo "bridge built in $((SECONDS - start)) s"
-echo "== package"
-start=$SECONDS
-export GPUOS_BUILD_DIR="$BUILD" PIP_BREAK_SYSTEM_PACKAGES=1
-if ! "$PY" -m pip install --no-build-isolation --no-deps "$ROOT/frontends/pytorch" >"$OUT/pip.log" 2>&1; then
-  tail -15 "$OUT/pip.log"
-  echo "pip install failed; building in place instead"
-  (cd "$ROOT/frontends/pytorch" && "$PY" setup.py build_ext --inplace) >>"$OUT/pip.log" 2>&1 ||
-    { tail -30 "$OUT/pip.log"; echo "EXTENSION BUILD FAILED"; exit 1; }
-  export PYTHONPATH="$ROOT/frontends/pytorch${PYTHONPATH:+:$PYTHONPATH}"
-fi
-echo "package installed in $((SECONDS - start)) s"
+# shellcheck source=frontends/pytorch/tools/install-package.sh
+source "$(dirname "${BASH_SOURCE[0]}")/install-package.sh" || exit 1
 echo "== tests"
 cd "$ROOT" && GPUOS_BENCH_OUT="$OUT/pytorch_chain100.json" GPUOS_TORCH_CACHE="$BUILD/torch-cache.db" \
   "$PY" -m pytest -rs -q -p no:cacheprovider frontends/pytorch/tests "$@" 2>&1 | tee "$OUT/pytest.log" | tail -40
