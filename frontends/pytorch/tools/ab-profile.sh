@@ -96,6 +96,7 @@ fi
 # shellcheck source=frontends/pytorch/tools/install-package.sh
 source "$(dirname "${BASH_SOURCE[0]}")/install-package.sh" || exit 1
 work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT  # what is kept goes to $OUT/ab_profile.tgz
 mkdir -p "$work/keep"
 log="$OUT/ab_profile.log"
 : >"$log"
