@@ -25,8 +25,8 @@
 // kAlpha; kBM queries a tile (kBM * (kD + kN) values of the compute type fit
 // the scratch); kSplit lanes share one key's dot products (a power of two
 // dividing kD and 32), kVec 4 when a key's values are contiguous and
-// each lane's 16-byte units of them aligned; kStoreScores and kStoreProbs: whether S and Pr
-// are stored.
+// each lane's 16-byte units of them aligned; kStoreScores and kStoreProbs:
+// whether S and Pr are stored.
 //
 // A tile computes queries [m0, m0 + kBM) of one batch item. After the wait
 // its first keys (step 2) and values (step 4) are loaded with q's rows, one
