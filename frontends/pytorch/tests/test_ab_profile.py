@@ -3,10 +3,12 @@ builds nothing and runs no GPU code): the runs alternate variants within a
 round, each variant's defines reach its runs, and bad arguments are refused
 with exit status 2 and a message."""
 
+import json
 import os
 import re
 import shlex
 import subprocess
+import tarfile
 
 import pytest
 
@@ -68,3 +70,59 @@ def test_help_prints_the_header():
     done = _run("--help")
     assert done.returncode == 0
     assert "NAME=DEFINES" in done.stdout and "GPUOS_AB_TIMEOUT_S" in done.stdout
+
+
+_FAKE_PYTHON = r"""#!/bin/sh
+# pip installs nothing; a bench script writes its result, a trace beside it
+# (as stitch_profile.py does) and a summary line, and fails for FAIL.
+case "$2" in pip) exit 0;; esac
+case "$1" in
+  *stitch_profile.py|*phase_timing.py)
+    out="$3"; mkdir -p "$out"; name=$(basename "$1" .py)
+    printf '{"defines": "%s", "cache": "%s", "args": "%s"}' \
+      "$GPUOS_JIT_DEFINES" "$GPUOS_TORCH_CACHE" "$*" > "$out/$name.json"
+    echo "{}" > "$out/trace_case.json"
+    echo "case: wall 1.0 us"
+    case "$GPUOS_JIT_DEFINES" in *FAIL*) exit 3;; esac;;
+esac
+exit 0
+"""
+
+
+def test_runs_keep_each_variants_result_and_report_a_failed_one(tmp_path):
+    # The build and the bench scripts replaced by stand-ins (no GPU here):
+    # what is checked is the script's own part, the runs' order, defines,
+    # caches, records and exit status.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "cmake").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "python").write_text(_FAKE_PYTHON)
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    out = tmp_path / "out"
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON=str(bin_dir / "python"),
+               OUT=str(out), GPUOS_BUILD_DIR=str(tmp_path / "build"),
+               GPUOS_DEPS_DIR=str(tmp_path / "deps"))  # none: nothing unpacked
+    done = subprocess.run(["bash", SCRIPT, "--rounds", "2", "--calls", "7", "--phase",
+                           "--case", "attention_small seq=32", "a=", "b=X FAIL"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr  # b's runs failed
+    assert "FAILED (exit 3)" in done.stdout
+    assert not (out / "deps.log").exists()
+    with tarfile.open(out / "ab_profile.tgz") as tar:
+        names = sorted(n for n in tar.getnames() if n.endswith(".json"))
+        assert names == ["keep/a@phase.json", "keep/a@round1.json", "keep/a@round2.json",
+                         "keep/b@phase.json", "keep/b@round1.json", "keep/b@round2.json"]
+        results = {n: json.load(tar.extractfile(n)) for n in names}
+    assert results["keep/b@round2.json"]["defines"] == "X FAIL"
+    assert results["keep/a@round1.json"]["defines"] == ""
+    assert "--calls 7 --case attention_small seq=32" in results["keep/a@round1.json"]["args"]
+    caches = {n: os.path.basename(r["cache"]) for n, r in results.items()}
+    assert caches["keep/a@round1.json"] == caches["keep/a@round2.json"] == "cache_a.db"
+    assert caches["keep/a@phase.json"] == "cache_a_phase.db"
+    assert caches["keep/b@round1.json"] == "cache_b.db"
+    log = (out / "ab_profile.log").read_text()
+    assert [line for line in log.splitlines() if line.startswith("== ")] == [
+        "== a@round1 (GPUOS_JIT_DEFINES='')", "== b@round1 (GPUOS_JIT_DEFINES='X FAIL')",
+        "== a@round2 (GPUOS_JIT_DEFINES='')", "== b@round2 (GPUOS_JIT_DEFINES='X FAIL')",
+        "== a@phase (GPUOS_JIT_DEFINES='')", "== b@phase (GPUOS_JIT_DEFINES='X FAIL')"]

@@ -102,9 +102,11 @@ log="$OUT/ab_profile.log"
 : >"$log"
 status=0
 limit=${GPUOS_AB_TIMEOUT_S:-150}
-# One run: run TAG CACHE DEFINES SCRIPT ARGS...; its JSON (the script's
-# only JSON in its --out) and log kept as TAG's. CACHE names the run's
-# kernel-image cache (one a variant, another for its instrumented image).
+# One run: run TAG CACHE DEFINES SCRIPT ARGS...; its result (SCRIPT's
+# name with .json: stitch_profile.json, phase_timing.json; stitch_profile
+# also writes a trace a case, not kept) and log kept as TAG's. CACHE names
+# the run's kernel-image cache (one a variant, another for its
+# instrumented image).
 run() {
   local tag=$1 cache=$2 jit=$3 script=$4
   shift 4
@@ -119,7 +121,8 @@ run() {
     status=1
   fi
   grep -E "wall|queue|tiles|a call|slot 1[0-5]" "$work/keep/$tag.log" | tee -a "$log"
-  cp "$work/$tag"/*.json "$work/keep/$tag.json" 2>/dev/null
+  cp "$work/$tag/${script%.py}.json" "$work/keep/$tag.json" 2>/dev/null ||
+    echo "   no ${script%.py}.json from $tag" | tee -a "$log"
 }
 for ((r = 1; r <= rounds; r++)); do
   for i in "${!names[@]}"; do
