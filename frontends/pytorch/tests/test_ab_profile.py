@@ -119,7 +119,7 @@ def test_runs_keep_each_variants_result_and_report_a_failed_one(tmp_path):
     assert "--calls 7 --case attention_small seq=32" in results["keep/a@round1.json"]["args"]
     caches = {n: os.path.basename(r["cache"]) for n, r in results.items()}
     assert caches["keep/a@round1.json"] == caches["keep/a@round2.json"] == "cache_a.db"
-    assert caches["keep/a@phase.json"] == "cache_a_phase.db"
+    assert caches["keep/a@phase.json"] == "cache_a@phase.db"  # no variant name has an @
     assert caches["keep/b@round1.json"] == "cache_b.db"
     log = (out / "ab_profile.log").read_text()
     assert [line for line in log.splitlines() if line.startswith("== ")] == [

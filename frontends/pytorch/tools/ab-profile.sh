@@ -134,7 +134,7 @@ if [[ $phase == 1 ]]; then
   for i in "${!names[@]}"; do
     # Its own cache: the instrumented image (phase_timing.py sets
     # GPUOS_PHASE_TIMING) must not replace the plain one.
-    run "${names[$i]}@phase" "${names[$i]}_phase" "${defines[$i]}" phase_timing.py \
+    run "${names[$i]}@phase" "${names[$i]}@phase" "${defines[$i]}" phase_timing.py \
       "${phase_case[@]+"${phase_case[@]}"}"
   done
 fi
