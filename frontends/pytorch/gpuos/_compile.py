@@ -246,21 +246,18 @@ class CompiledFunction(_CallBase):
         for it, or keyword arguments), or why the program set did not run
         (GUARD_MISMATCH, NEEDS_AUTOGRAD)."""
         kwargs = kwargs or {}
-        if status != 0:
-            if status == _runtime._C.NEEDS_AUTOGRAD:
-                return self._eager(self._last, args, kwargs, {"autograd": "inputs require grad"})
-            _runtime.STATS.guard_misses += 1
-            return self._slow_call(args, kwargs)
         last = self._last
         if last is not None and last.mode != "eager" and not kwargs:
             if last.mode == "native" and last.tensor_positions is None:
-                try:
-                    result = last.program.run(args)
-                except TypeError:  # an argument that is not a tensor
-                    result = None
-                if type(result) is list:
-                    return self._finish(last, result)
-                if result == _runtime._C.NEEDS_AUTOGRAD:
+                if status == 0:  # not tried in C++ (FastCallable tries only such an entry)
+                    try:
+                        result = last.program.run(args)
+                    except TypeError:  # an argument that is not a tensor
+                        result = None
+                    if type(result) is list:
+                        return self._finish(last, result)
+                    status = result if type(result) is int else 0
+                if status == _runtime._C.NEEDS_AUTOGRAD:
                     return self._eager(last, args, kwargs, {"autograd": "inputs require grad"})
             elif layout_key(args) == last.key:
                 return self._run(last, args, kwargs)
