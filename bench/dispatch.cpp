@@ -286,9 +286,10 @@ int Main(int argc, char** argv) {
                            "direct: the call and the count",
                            "direct: completion",
                            "queue: slot read and parse",
-                           "queue: successful claim",
+                           "queue: claim after the tail read",
                            "direct: tile items",
-                           "direct: recorder start"};
+                           "direct: recorder start",
+                           "queue: tail read showing work"};
     static_assert(sizeof(names) / sizeof(names[0]) == device::kPhaseSlots,
                   "a name for every phase slot (device/include/gpuos/device/phase_timing.cuh)");
     std::printf(

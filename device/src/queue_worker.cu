@@ -66,10 +66,31 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 #define GPUOS_HELPER_EARLY_CLAIM 1
 #endif
 constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
+// The admitting block issues its read of the ring slot before the claim's
+// CAS, counts and board (FinishClaim, thread 0, beside the slot's loads)
+// instead of after them: the claim's atomics then cost nothing on the call's
+// path, and a block that loses the CAS drops the words it read. An A/B switch
+// (session 35): GPUOS_JIT_DEFINES=GPUOS_CLAIM_SLOT_EARLY=1.
+#ifndef GPUOS_CLAIM_SLOT_EARLY
+#define GPUOS_CLAIM_SLOT_EARLY 0
+#endif
+constexpr bool kClaimSlotEarly = GPUOS_CLAIM_SLOT_EARLY != 0;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
-enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kAdmitDirect, kHelp, kDirect, kExit };
+enum Action : int {
+  kIdle = 0,
+  kAgain,
+  kRun,
+  kAdmit,
+  kAdmitDirect,
+  kAdmitEarly,  // kClaimSlotEarly's: a submission seen, its claim not made yet
+  kHelp,
+  kDirect,
+  kExit
+};
+// What kAdmitEarly's FinishClaim did.
+enum ClaimOutcome : int { kClaimLost = 0, kClaimMade, kClaimDirect };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
@@ -794,7 +815,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
 
 // Thread 0's view of its grid's park (ShouldPark).
 struct ParkWatch {
-  // The submissions this block may claim: those below it (TryClaimSubmission's
+  // The submissions this block may claim: those below it (PeekSubmission's
   // claim_below). ~0 while the grid runs; once the grid parks
   // (QueueDeviceState::parking_generation), 0 until the park's bound is
   // known (park_run_until), then the bound (queue.h, ParkClaimBound).
@@ -851,7 +872,7 @@ __device__ __noinline__ void AnnounceParkAndBound(const Queue& q, unsigned long 
 
 // Thread 0 of an idle block: true when the block should exit now. A
 // poller's `host_flags` are the stop and keep_warm words its claim attempt
-// read this round (TryClaimSubmission); the others read host memory here
+// read this round (PeekSubmission); the others read host memory here
 // only once they have been idle for idle_park_ns.
 //
 // The grid parks when a block and the queue have been idle for
@@ -968,6 +989,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
   __shared__ unsigned long long slot_gate_word;
+  __shared__ int claim_outcome;  // kAdmitEarly's FinishClaim, as ClaimOutcome
   // Thread 0's; in shared memory, as it is read only on the idle path and
   // at claims: in registers, with its `drained` look, the worker spilled
   // 24 B where in shared memory it spilled none (210 registers, ef8b44e).
@@ -994,6 +1016,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   completions.recorder = &recorder;
   unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
   unsigned long long host_flags = 0;  // thread 0's: stop and keep_warm, as the last claim read them
+  unsigned long long claim_hint =
+      0;  // thread 0's: the lone hint read with the tail (PeekSubmission)
   // Thread 0's: the last submission the direct board named that this block
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
@@ -1036,14 +1060,19 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (!poller || idle_rounds == 0) LookForPark(q, &park_watch);
         bool direct = false;
         GPUOS_PHASE_BEGIN(claim_clock);
-        value = TryClaimSubmission(q, &host_flags, &direct, park_watch.claim_below);
-        if (value == kContended) {
-          next = kAgain;
-        } else if (value != kNone) {
-          GPUOS_PHASE_MARK(claim_clock, 25);
-          next = direct ? kAdmitDirect : kAdmit;
-          if (direct) direct_seen = value + 1;  // its own board word is not news
-          if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
+        value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
+        if (value != kNone) {
+          GPUOS_PHASE_MARK(claim_clock, 28);
+          if (kClaimSlotEarly) {
+            next = kAdmitEarly;  // FinishClaim runs beside the slot's read
+          } else if ((value = FinishClaim(q, value, claim_hint, &direct)) == kContended) {
+            next = kAgain;
+          } else {
+            GPUOS_PHASE_MARK(claim_clock, 25);
+            next = direct ? kAdmitDirect : kAdmit;
+            if (direct) direct_seen = value + 1;  // its own board word is not news
+            if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
+          }
         }
       }
       if (next == kIdle) {
@@ -1068,6 +1097,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     const unsigned long long value = argument;
     __syncthreads();
     if (current == kExit) return;
+    bool lost_claim = false;  // kAdmitEarly's, when another block claimed first
     if (current == kRun) {
       const unsigned int count = batch_count;
       if (threadIdx.x < count) batch[threadIdx.x] = TakeReady(q, value + threadIdx.x);
@@ -1098,23 +1128,45 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0});
       Invalidate(cache);  // its descriptors were overwritten
-    } else if (current == kAdmit || current == kAdmitDirect) {
+    } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitEarly) {
       bool first_claimed = false;
       SlotWords words;
       GPUOS_PHASE_BEGIN(read_clock);
       ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
-      ParseSlot(words, &slot_record, &slot_gate_word);
-      GPUOS_PHASE_MARK(read_clock, 24);
+      bool announced = current == kAdmitDirect;
+      if (current == kAdmitEarly) {
+        // The claim while the slot's loads are in flight (nothing uses them
+        // before ParseSlot); a block that lost it reads on as after kAgain.
+        if (threadIdx.x == 0) {
+          bool direct = false;
+          GPUOS_PHASE_BEGIN(finish_clock);
+          const unsigned long long got = FinishClaim(q, value, claim_hint, &direct);
+          GPUOS_PHASE_MARK(finish_clock, 25);
+          claim_outcome = got == kContended ? kClaimLost : direct ? kClaimDirect : kClaimMade;
+          if (direct) direct_seen = value + 1;  // its own board word is not news
+          if (got != kContended && q.trace != nullptr) claimed_ns = GlobalTimerNs();
+        }
+        __syncthreads();
+        lost_claim = claim_outcome == kClaimLost;
+        announced = claim_outcome == kClaimDirect;
+      }
+      if (!lost_claim) {
+        ParseSlot(words, &slot_record, &slot_gate_word);
+        GPUOS_PHASE_MARK(read_clock, 24);
+      }
       // A lone tiled task runs directly where it can (OpenAndRunDirect: its
       // gate open, ...), announced at the claim (the host's hint) or, where
       // the hint read was older than the tail, now (its record); otherwise,
       // and for any other graph, the admission.
       const bool direct =
-          current == kAdmitDirect ||
-          (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
-      if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
-                                     DirectContext{cache.descs[0], &op_cache, scratch, &completed,
-                                                   &recorder, claimed_ns})) {
+          !lost_claim &&
+          (announced ||
+           (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen)));
+      if (lost_claim) {
+        // Another block claimed it first: nothing was run.
+      } else if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
+                                            DirectContext{cache.descs[0], &op_cache, scratch,
+                                                          &completed, &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten
       } else {
         const unsigned long long first =
@@ -1129,7 +1181,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         }
       }
     }
-    if (current != kIdle && current != kAgain) {
+    if (current != kIdle && current != kAgain && !lost_claim) {
       if (threadIdx.x == 0) {
         completions.Flush(q, completions.fenced);
         completions.fenced = false;

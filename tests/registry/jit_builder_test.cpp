@@ -392,6 +392,29 @@ TEST(JitBuilderTest, EmptyImageHoldsOnlyTheWorker) {
   EXPECT_FALSE(image->cubin.empty());
 }
 
+// The worker's A/B switches (GPUOS_JIT_DEFINES) and the phase timing each
+// give an image that compiles: a switch is only measured on the GPU machine,
+// so a broken one would otherwise surface there first.
+TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
+  struct Variant {
+    const char* defines;
+    const char* phase_timing;
+  };
+  // Two builds (about 8 s each here): the switches of session 35 with the
+  // phase marks they move, and the default path's marks.
+  for (const Variant& variant :
+       {Variant{"GPUOS_CLAIM_SLOT_EARLY=1 GPUOS_DIRECT_OPEN_STORES_EARLY=1", "1"},
+        Variant{"", "1"}}) {
+    ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
+    ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
+    auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});
+    ASSERT_TRUE(image.ok()) << variant.defines << " (phase timing "
+                            << (variant.phase_timing != nullptr ? "on" : "off")
+                            << "): " << image.status().ToString();
+    EXPECT_FALSE(image->cubin.empty());
+  }
+}
+
 TEST(JitBuilderTest, NvrtcLogIsRewrittenForPeople) {
   const std::string log =
       "ops.yaml@T=f32(12): error: identifier \"q\" is undefined\n"

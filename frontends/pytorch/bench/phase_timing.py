@@ -45,8 +45,9 @@ SLOTS = {0: "worker: window, tile copy, claim", 1: "worker: descriptors",
          18: "direct, helper: wait for the opening", 19: "direct, helper: task, descriptors, claim",
          20: "direct: setup (descriptor, operator)", 21: "direct: barrier before the call",
          22: "direct: the call and the count", 23: "direct: completion",
-         24: "queue: the slot's read and parse", 25: "queue: a successful claim",
-         26: "direct tile start: items (later tiles: + claim)", 27: "direct tile start: recorder"}
+         24: "queue: the slot's read and parse", 25: "queue: a claim after the tail's read",
+         26: "direct tile start: items (later tiles: + claim)", 27: "direct tile start: recorder",
+         28: "queue: the tail's read that showed a submission"}
 
 
 def _sums(device_key: str) -> dict:

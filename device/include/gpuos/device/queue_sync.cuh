@@ -218,22 +218,20 @@ __device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long lo
   atomicMax(&q.state->direct_board, EncodeDirectBoard(board));
 }
 
-// One thread: the index of a newly claimed submission, kNone or kContended.
-// `*host_flags` gets QueueControl's stop and keep_warm (one 8-byte word, stop
-// in the low half), read in flight with the tail: a poller's idle round then
-// costs one PCIe round trip, not two (ShouldPark uses the word).
-//
-// When the host's lone_hint names the claimed submission (a lone tiled task
-// travelling inline), *direct is set and the claim is announced on the
-// direct board (GPUOS_DIRECT_TILES; queue_direct.cuh): its helpers wait for
-// its claim word to open and run its tiles from the slot's area.
+// One thread: the index of the submission a claim would take now (the
+// oldest published one not claimed yet, below `claim_below`), or kNone. Reads
+// the host's tail and lone hint (*hint) and `*host_flags` (QueueControl's
+// stop and keep_warm, one 8-byte word, stop in the low half), in flight
+// together: a poller's idle round costs one PCIe round trip, not two
+// (ShouldPark uses the word). Claims nothing: FinishClaim does, which a
+// block may run beside its read of the slot (GPUOS_CLAIM_SLOT_EARLY).
 //
 // Only submissions below `claim_below` are claimed (a block that announced
 // the park runs only those published before; queue_worker.cu, ParkWatch).
-__device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
-                                                                 unsigned long long* host_flags,
-                                                                 bool* direct,
-                                                                 unsigned long long claim_below) {
+__device__ __forceinline__ unsigned long long PeekSubmission(const Queue& q,
+                                                             unsigned long long* host_flags,
+                                                             unsigned long long claim_below,
+                                                             unsigned long long* hint) {
   // The flags issued before the acquiring load, so that both are in flight
   // together; the tail and the hint in one 16-byte load, so that a new tail
   // comes with its hint. (Read as a separate load beside the tail, a third
@@ -248,12 +246,11 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   const unsigned long long head = Volatile(&q.state->submit_head);
 #endif
   unsigned long long tail;
-  unsigned long long hint;
   asm volatile("ld.acquire.sys.global.v2.u64 {%0, %1}, [%2];"
-               : "=l"(tail), "=l"(hint)
+               : "=l"(tail), "=l"(*hint)
                : "l"(&q.control->submit_tail)
                : "memory");
-  if (!kReadLoneHint) hint = 0;
+  if (!kReadLoneHint) *hint = 0;
 #ifdef GPUOS_CLAIM_HEAD_AFTER_TAIL  // an A/B switch: the loads after the tail's, as before
   const unsigned long long tail_seen = Volatile(&q.state->host_tail_seen);
   const unsigned long long head = Volatile(&q.state->submit_head);
@@ -261,8 +258,19 @@ __device__ __forceinline__ unsigned long long TryClaimSubmission(const Queue& q,
   // A maximum: `tail_seen` is a PCIe round trip older than `tail`, and a
   // store could put back a smaller tail that another poller replaced.
   if (tail_seen < tail) atomicMax(&q.state->host_tail_seen, tail);
-  *direct = false;
   if (head >= tail || head >= claim_below) return kNone;
+  return head;
+}
+
+// One thread: claims submission `head` (PeekSubmission's answer): `head`, or
+// kContended when another block took it first. When the host's lone hint
+// (`hint`, read with the tail) names it (a lone tiled task travelling
+// inline), *direct is set and the claim is announced on the direct board
+// (GPUOS_DIRECT_TILES; queue_direct.cuh): its helpers wait for its claim
+// word to open and run its tiles from the slot's area.
+__device__ __forceinline__ unsigned long long FinishClaim(const Queue& q, unsigned long long head,
+                                                          unsigned long long hint, bool* direct) {
+  *direct = false;
   if (atomicCAS(&q.state->submit_head, head, head + 1) != head) return kContended;
   atomicAdd(&q.state->in_flight, 1u);
   atomicMax(&q.state->last_busy_ns, GlobalTimerNs());
