@@ -66,31 +66,10 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 #define GPUOS_HELPER_EARLY_CLAIM 1
 #endif
 constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
-// The admitting block issues its read of the ring slot before the claim's
-// CAS, counts and board (FinishClaim, thread 0, beside the slot's loads)
-// instead of after them: the claim's atomics then cost nothing on the call's
-// path, and a block that loses the CAS drops the words it read. An A/B switch
-// (session 35): GPUOS_JIT_DEFINES=GPUOS_CLAIM_SLOT_EARLY=1.
-#ifndef GPUOS_CLAIM_SLOT_EARLY
-#define GPUOS_CLAIM_SLOT_EARLY 0
-#endif
-constexpr bool kClaimSlotEarly = GPUOS_CLAIM_SLOT_EARLY != 0;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
-enum Action : int {
-  kIdle = 0,
-  kAgain,
-  kRun,
-  kAdmit,
-  kAdmitDirect,
-  kAdmitEarly,  // kClaimSlotEarly's: a submission seen, its claim not made yet
-  kHelp,
-  kDirect,
-  kExit
-};
-// What kAdmitEarly's FinishClaim did.
-enum ClaimOutcome : int { kClaimLost = 0, kClaimMade, kClaimDirect };
+enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kAdmitDirect, kHelp, kDirect, kExit };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
@@ -989,7 +968,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
   __shared__ unsigned long long slot_gate_word;
-  __shared__ int claim_outcome;  // kAdmitEarly's FinishClaim, as ClaimOutcome
   // Thread 0's; in shared memory, as it is read only on the idle path and
   // at claims: in registers, with its `drained` look, the worker spilled
   // 24 B where in shared memory it spilled none (210 registers, ef8b44e).
@@ -1063,9 +1041,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
         if (value != kNone) {
           GPUOS_PHASE_MARK(claim_clock, 28);
-          if (kClaimSlotEarly) {
-            next = kAdmitEarly;  // FinishClaim runs beside the slot's read
-          } else if ((value = FinishClaim(q, value, claim_hint, &direct)) == kContended) {
+          // The claim after the read (its atomics, 0.33 us at attention seq
+          // 32, session 35). Issued beside the slot's read instead, with
+          // the slot's loads before it in flight, they took 1.7 us and the
+          // helpers started later: calls 1.3-2.8 us slower (GPUOS_CLAIM_SLOT_EARLY,
+          // bench/results/experiments/gpu_checks_session35.txt).
+          if ((value = FinishClaim(q, value, claim_hint, &direct)) == kContended) {
             next = kAgain;
           } else {
             GPUOS_PHASE_MARK(claim_clock, 25);
@@ -1097,7 +1078,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     const unsigned long long value = argument;
     __syncthreads();
     if (current == kExit) return;
-    bool lost_claim = false;  // kAdmitEarly's, when another block claimed first
     if (current == kRun) {
       const unsigned int count = batch_count;
       if (threadIdx.x < count) batch[threadIdx.x] = TakeReady(q, value + threadIdx.x);
@@ -1128,45 +1108,23 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0});
       Invalidate(cache);  // its descriptors were overwritten
-    } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitEarly) {
+    } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
       SlotWords words;
       GPUOS_PHASE_BEGIN(read_clock);
       ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
-      bool announced = current == kAdmitDirect;
-      if (current == kAdmitEarly) {
-        // The claim while the slot's loads are in flight (nothing uses them
-        // before ParseSlot); a block that lost it reads on as after kAgain.
-        if (threadIdx.x == 0) {
-          bool direct = false;
-          GPUOS_PHASE_BEGIN(finish_clock);
-          const unsigned long long got = FinishClaim(q, value, claim_hint, &direct);
-          GPUOS_PHASE_MARK(finish_clock, 25);
-          claim_outcome = got == kContended ? kClaimLost : direct ? kClaimDirect : kClaimMade;
-          if (direct) direct_seen = value + 1;  // its own board word is not news
-          if (got != kContended && q.trace != nullptr) claimed_ns = GlobalTimerNs();
-        }
-        __syncthreads();
-        lost_claim = claim_outcome == kClaimLost;
-        announced = claim_outcome == kClaimDirect;
-      }
-      if (!lost_claim) {
-        ParseSlot(words, &slot_record, &slot_gate_word);
-        GPUOS_PHASE_MARK(read_clock, 24);
-      }
+      ParseSlot(words, &slot_record, &slot_gate_word);
+      GPUOS_PHASE_MARK(read_clock, 24);
       // A lone tiled task runs directly where it can (OpenAndRunDirect: its
       // gate open, ...), announced at the claim (the host's hint) or, where
       // the hint read was older than the tail, now (its record); otherwise,
       // and for any other graph, the admission.
       const bool direct =
-          !lost_claim &&
-          (announced ||
-           (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen)));
-      if (lost_claim) {
-        // Another block claimed it first: nothing was run.
-      } else if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
-                                            DirectContext{cache.descs[0], &op_cache, scratch,
-                                                          &completed, &recorder, claimed_ns})) {
+          current == kAdmitDirect ||
+          (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
+      if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
+                                     DirectContext{cache.descs[0], &op_cache, scratch, &completed,
+                                                   &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten
       } else {
         const unsigned long long first =
@@ -1181,7 +1139,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         }
       }
     }
-    if (current != kIdle && current != kAgain && !lost_claim) {
+    if (current != kIdle && current != kAgain) {
       if (threadIdx.x == 0) {
         completions.Flush(q, completions.fenced);
         completions.fenced = false;

@@ -36,9 +36,8 @@
 //          fence and count (22; slots 10 and 11 are parts of it for a
 //          stitched task), the completion (23)
 //   24, 25 the queue (queue_worker.cu): the admitting block's read of the
-//          ring slot and its parse (24; with GPUOS_CLAIM_SLOT_EARLY the
-//          claim beside it among it), a successful claim after the tail's
-//          read: its CAS, counts and direct board (FinishClaim) (25)
+//          ring slot and its parse (24), a successful claim after the
+//          tail's read: its CAS, counts and direct board (FinishClaim) (25)
 //   26, 27 a direct tile's start, thread 0 (slot 21 is what follows, up to
 //          the call): its items (26; for a block's later tiles also the
 //          claim and the barrier before them), the recorder's start (27)

@@ -63,15 +63,6 @@ namespace queue {
 // a bound for the unexpected), and how long it naps between two looks.
 constexpr unsigned long long kDirectOpenWaitNs = 50000;
 constexpr unsigned int kDirectPollNs = 256;
-// OpenDirect stores the tensors' descriptors into the area and resets the
-// slot's tile count before its checks (the task, whose tensor indices the
-// checks rewrite, after them), so that the opening's fence waits for fewer
-// stores still on their way to L2. An A/B switch (session 35):
-// GPUOS_JIT_DEFINES=GPUOS_DIRECT_OPEN_STORES_EARLY=1.
-#ifndef GPUOS_DIRECT_OPEN_STORES_EARLY
-#define GPUOS_DIRECT_OPEN_STORES_EARLY 0
-#endif
-constexpr bool kDirectOpenStoresEarly = GPUOS_DIRECT_OPEN_STORES_EARLY != 0;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 constexpr unsigned int kSlotWordsPerThread = kSubmissionSlotWords / kWorkerThreads;
@@ -290,17 +281,8 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
     const unsigned int p = threadIdx.x + j * blockDim.x - kSubmissionRecordWords;
     if (threadIdx.x + j * blockDim.x >= kSubmissionRecordWords && p < kTaskWords) {
       reinterpret_cast<int4*>(task)[p] = words.w[j];
-    } else if (kDirectOpenStoresEarly && threadIdx.x + j * blockDim.x >= kSubmissionRecordWords &&
-               p < sub.inline_words) {
-      // A descriptor: stored now whether or not the checks pass. Helpers
-      // use the area after an opening only; a late helper of the slot's
-      // last submission may be reading it now, as it may while the area is
-      // stored after the checks, and reloads it when its claim lands in a
-      // later submission (HelpRunDirect).
-      __stcg(area + p, words.w[j]);
     }
   }
-  if (kDirectOpenStoresEarly && threadIdx.x == 0) StoreVolatile(&direct->done, 0u);
   __syncthreads();
   if (threadIdx.x == 0) {
     const bool dropped = sub.gate == kSlotGate && (gate_word & kGateDropped) != 0;
@@ -331,14 +313,13 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
     const unsigned int w = threadIdx.x + j * blockDim.x;
     if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
     const unsigned int p = w - kSubmissionRecordWords;
-    if (kDirectOpenStoresEarly && p >= kTaskWords) continue;  // stored before the checks
     __stcg(area + p, p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j]);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     // 0 here: the count of the slot's last direct submission ended at its
     // tiles and is not reset by its completing block (RunDirectTiles).
-    if (!kDirectOpenStoresEarly) StoreVolatile(&direct->done, 0u);
+    StoreVolatile(&direct->done, 0u);
     __threadfence();  // the area and the count before the opening (release)
     atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));  // tile 0 is ours
     ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);

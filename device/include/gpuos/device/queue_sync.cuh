@@ -223,8 +223,8 @@ __device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long lo
 // the host's tail and lone hint (*hint) and `*host_flags` (QueueControl's
 // stop and keep_warm, one 8-byte word, stop in the low half), in flight
 // together: a poller's idle round costs one PCIe round trip, not two
-// (ShouldPark uses the word). Claims nothing: FinishClaim does, which a
-// block may run beside its read of the slot (GPUOS_CLAIM_SLOT_EARLY).
+// (ShouldPark uses the word). Claims nothing: FinishClaim does (phase
+// timing marks the read apart from the claim: phase_timing.cuh, slot 28).
 //
 // Only submissions below `claim_below` are claimed (a block that announced
 // the park runs only those published before; queue_worker.cu, ParkWatch).
