@@ -12,7 +12,6 @@
 #include <tuple>
 #include <vector>
 
-#include "cache_lines.h"
 #include "epoch_switch.h"
 #include "gpuos/cuda_driver.h"
 #include "gpuos/device/queue.h"
@@ -277,9 +276,6 @@ class RuntimeImpl final : public EpochDevice {
   CUdeviceptr device_block_ = 0;
   device::QueueControl* control_ = nullptr;
   device::SubmissionSlot* submission_slots_ = nullptr;
-  // GPUOS_SLOT_FLUSH (cache_lines.h): Submit and OpenGate evict the lines
-  // they stored for the worker to read.
-  const bool slot_flush_ = SlotFlushRequested();
   std::uint64_t* done_ = nullptr;
   device::TaskDesc* staged_tasks_ = nullptr;
   device::TensorDesc* staged_tensors_ = nullptr;

@@ -312,16 +312,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
     control_->lone_hint = device::EncodeLoneHint(sequence, first_root_tiles,
                                                  device::kSubmissionRecordWords + payload_words);
   }
-  if (slot_flush_) {
-    // The record and the inline graph (cache_lines.h).
-    const std::size_t record_bytes =
-        static_cast<std::size_t>(reinterpret_cast<const unsigned char*>(ring_slot.payload) -
-                                 reinterpret_cast<const unsigned char*>(&ring_slot));
-    FlushCacheLines(&ring_slot,
-                    record_bytes + (inline_graph ? std::size_t{payload_words} * 16u : 0u));
-  }
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
-  if (slot_flush_) FlushCacheLines(&control_->submit_tail, sizeof(control_->submit_tail));
 
   InFlight entry;
   entry.sequence = sequence;
@@ -378,7 +369,6 @@ Status RuntimeImpl::OpenGate(const Future& future, bool drop) {
          !word.compare_exchange_weak(seen, value, std::memory_order_release,
                                      std::memory_order_relaxed)) {
   }
-  if (slot_flush_) FlushCacheLines(&submission_slots_[slot].gate_word, sizeof(unsigned long long));
   return Status::Ok();
 }
 
