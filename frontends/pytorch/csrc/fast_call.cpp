@@ -21,6 +21,7 @@ struct FastCallable {
   FastRunner* runner;               // program's
   int kind;                         // ResultKind
   unsigned int tasks;
+  PyObject* unflatten;  // kUnflatten's callable (a strong reference), else nullptr
 };
 
 PyObject* CallSlow(PyObject* self, PyObject* args, PyObject* kwargs, int status) {
@@ -36,8 +37,22 @@ PyObject* Call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
     PyObject* program = self->program;
     Py_INCREF(program);
     const unsigned int tasks = self->tasks;
-    PyObject* result = self->runner->CallFast(args, static_cast<ResultKind>(self->kind), &status);
+    const auto kind = static_cast<ResultKind>(self->kind);
+    PyObject* unflatten = self->unflatten;  // nullptr unless kind is kUnflatten
+    Py_XINCREF(unflatten);
+    PyObject* result = self->runner->CallFast(
+        args, kind == ResultKind::kUnflatten ? ResultKind::kList : kind, &status);
     Py_DECREF(program);
+    if (result != nullptr && unflatten != nullptr) {
+      // The run happened: it counts whether or not the structure is made.
+      ++g_calls;
+      g_tasks += tasks;
+      PyObject* shaped = PyObject_CallOneArg(unflatten, result);
+      Py_DECREF(result);
+      Py_DECREF(unflatten);
+      return shaped;  // nullptr with the callable's error set
+    }
+    Py_XDECREF(unflatten);
     if (result != nullptr) {
       ++g_calls;
       g_tasks += tasks;
@@ -48,17 +63,33 @@ PyObject* Call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
   return CallSlow(self_object, args, kwargs, status);
 }
 
-// _set_fast(program, kind): the program the call runs first (None: none).
+// _set_fast(program, kind[, unflatten]): the program the call runs first
+// (None: none) and how its results are shaped (ResultKind; kind 3 takes the
+// callable that makes the result from their list).
 PyObject* SetFast(PyObject* self_object, PyObject* const* args, Py_ssize_t nargs) {
   auto* self = reinterpret_cast<FastCallable*>(self_object);
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "_set_fast(program, kind) takes 2 arguments");
+  if (nargs != 2 && nargs != 3) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_set_fast(program, kind[, unflatten]) takes 2 or 3 arguments");
     return nullptr;
   }
   const long kind = PyLong_AsLong(args[1]);
   if (kind == -1 && PyErr_Occurred() != nullptr) return nullptr;
-  if (kind < static_cast<long>(ResultKind::kList) || kind > static_cast<long>(ResultKind::kTuple)) {
-    PyErr_SetString(PyExc_ValueError, "_set_fast: kind must be 0 (list), 1 (first) or 2 (tuple)");
+  if (kind < static_cast<long>(ResultKind::kList) ||
+      kind > static_cast<long>(ResultKind::kUnflatten)) {
+    PyErr_SetString(PyExc_ValueError,
+                    "_set_fast: kind must be 0 (list), 1 (first), 2 (tuple) or 3 (unflatten)");
+    return nullptr;
+  }
+  PyObject* const unflatten = nargs == 3 && args[2] != Py_None ? args[2] : nullptr;
+  if ((kind == static_cast<long>(ResultKind::kUnflatten)) != (unflatten != nullptr)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "_set_fast: kind 3 (unflatten) takes a callable as its third argument, and "
+                    "only kind 3 does");
+    return nullptr;
+  }
+  if (unflatten != nullptr && PyCallable_Check(unflatten) == 0) {
+    PyErr_SetString(PyExc_TypeError, "_set_fast: unflatten must be callable");
     return nullptr;
   }
   FastRunner* runner = nullptr;
@@ -75,7 +106,11 @@ PyObject* SetFast(PyObject* self_object, PyObject* const* args, Py_ssize_t nargs
   self->runner = runner;
   self->kind = static_cast<int>(kind);
   self->tasks = runner != nullptr ? runner->tasks() : 0u;
+  PyObject* old_unflatten = self->unflatten;
+  self->unflatten = unflatten;
+  Py_XINCREF(unflatten);
   Py_XDECREF(old);
+  Py_XDECREF(old_unflatten);
   Py_RETURN_NONE;
 }
 
@@ -89,13 +124,16 @@ void Dealloc(PyObject* self_object) {
   auto* self = reinterpret_cast<FastCallable*>(self_object);
   self->runner = nullptr;
   Py_CLEAR(self->program);
+  Py_CLEAR(self->unflatten);
   type->tp_free(self_object);
   Py_DECREF(type);  // a heap type's instances hold a reference to it
 }
 
 PyMethodDef g_methods[] = {
     {"_set_fast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&SetFast)),
-     METH_FASTCALL, "_set_fast(program, kind): the program a call runs first (None: none)."},
+     METH_FASTCALL,
+     "_set_fast(program, kind[, unflatten]): the program a call runs first (None: none) and how "
+     "its results are shaped."},
     {"_runs_fast", &RunsFast, METH_NOARGS, "_runs_fast(): whether _set_fast set a program."},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -3,7 +3,9 @@
 // callable's last call without a Python frame: the arguments tuple goes
 // straight to the program (guards, pointers, submission, results), and only
 // a miss (a guard, autograd, keyword arguments, no program set) calls the
-// Python method `_call_slow(args, kwargs, status)`. docs/pytorch.md,
+// Python method `_call_slow(args, kwargs, status)`. A result of another
+// structure than one tensor, a tuple or a list is made by a Python callable
+// from the list of results (ResultKind::kUnflatten). docs/pytorch.md,
 // "The call path".
 #pragma once
 
@@ -18,6 +20,11 @@ enum class ResultKind : int {
   kList = 0,   // a list of the results
   kFirst = 1,  // the first result alone (a function returning one tensor)
   kTuple = 2,  // a tuple of the results
+  // The callable set with the program, called with the list of the results
+  // (any other structure: nested tuples and lists, dicts; the entry's
+  // pytree unflatten). Never passed to FastRunner::CallFast, which gets
+  // kList for it.
+  kUnflatten = 3,
 };
 
 // What FastCallable calls: a compiled program.

@@ -216,8 +216,10 @@ def build_entry(fn: Callable, args: Sequence[Any], executor: str = "gpuos") -> _
 # _call_slow for the rest; without it, a Python __call__ (below the class).
 _CallBase: Any = _runtime._C.FastCallable if _runtime._C is not None else object
 # How FastCallable shapes a run's results (csrc/fast_call.h, ResultKind), by
-# the entry's unflatten; an unflatten not named here keeps the call in Python.
+# the entry's unflatten; any other unflatten (nested tuples and lists, dicts:
+# a pytree's) is called by FastCallable with the list of results.
 _RESULT_KINDS: dict[Any, int] = {list: 0, _first: 1, tuple: 2}
+_UNFLATTEN_KIND = 3
 
 
 class CompiledFunction(_CallBase):
@@ -266,15 +268,17 @@ class CompiledFunction(_CallBase):
 
     def _use(self, entry: _Entry) -> None:
         """Makes `entry` the one the next call tries first; with the
-        extension, a native program of tensor arguments whose result is
-        one tensor, a tuple or a list runs in C++ (FastCallable)."""
+        extension, a native program of tensor arguments runs in C++
+        (FastCallable), which makes one tensor, a tuple or a list itself and
+        calls the entry's unflatten for any other result structure."""
         self._last = entry
         if _CallBase is object:
             return
-        kind = (_RESULT_KINDS.get(entry.unflatten)
+        kind = (_RESULT_KINDS.get(entry.unflatten, _UNFLATTEN_KIND)
                 if entry.mode == "native" and entry.tensor_positions is None
                 and _runtime.switch_on("GPUOS_TORCH_FAST_CALL") else None)
-        self._set_fast(entry.program if kind is not None else None, kind or 0)
+        self._set_fast(entry.program if kind is not None else None, kind or 0,
+                       entry.unflatten if kind == _UNFLATTEN_KIND else None)
 
     def _finish(self, entry: _Entry, result: list) -> Any:
         stats = _runtime.STATS

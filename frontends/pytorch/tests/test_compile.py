@@ -197,7 +197,17 @@ def test_the_cpp_call_path_refuses_what_is_not_a_program():
     with pytest.raises(TypeError, match="gpuos._C.Program"):
         f._set_fast(object(), 0)
     with pytest.raises(ValueError, match="kind"):
-        f._set_fast(None, 3)
+        f._set_fast(None, 4)
+    with pytest.raises(TypeError, match="kind 3"):
+        f._set_fast(None, 3)  # unflatten without its callable
+    with pytest.raises(TypeError, match="kind 3"):
+        f._set_fast(None, 0, list)  # a callable that only kind 3 takes
+    with pytest.raises(TypeError, match="callable"):
+        f._set_fast(None, 3, 42)
+    with pytest.raises(TypeError, match="2 or 3 arguments"):
+        f._set_fast(None)
+    f._set_fast(None, 3, dict)  # accepted; with no program, calls stay in Python
+    assert not f.runs_in_cpp()
     f._set_fast(None, 1)  # none: calls stay in Python
     assert not f.runs_in_cpp()
     torch.testing.assert_close(f(torch.ones(2)), torch.full((2,), 2.0))

@@ -124,15 +124,17 @@ def test_guards_retrace_and_rebind_pointers(gpu):
 
 def test_calls_run_in_cpp_with_the_function_s_result_structure(gpu):
     """The replay of a call whose arguments are tensors runs in C++
-    (gpuos._C.FastCallable): one tensor, a tuple and a list come back as the
-    function returns them; the stats count those calls; a guard miss, a
-    non-tensor argument, keyword arguments and inputs that require grad
-    leave it for Python, which handles them as before."""
+    (gpuos._C.FastCallable): one tensor, a tuple, a list, nested ones and a
+    dict come back as the function returns them; the stats count those
+    calls; a guard miss, a non-tensor argument, keyword arguments and inputs
+    that require grad leave it for Python, which handles them as before."""
     x = torch.randn(8, 16, device=gpu)
     functions = {
         "tensor": lambda t: torch.relu(t) + 1,
         "tuple": lambda t: (t + 1, t * 2),
         "list": lambda t: [t - 1, t.t()],  # a view of an output among the results
+        "nested": lambda t: (t + 1, [t * 2, (t - 3,)]),
+        "dict": lambda t: {"logits": t * 2, "state": (t + 1, t.sum(1))},
     }
     for name, fn in functions.items():
         f = gpuos.compile(fn)
