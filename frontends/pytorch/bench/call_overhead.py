@@ -20,10 +20,15 @@ how the host part grows with tasks, tensors and parameters. Medians of
     stream_query     torch.cuda.current_stream().query() of an idle stream
     sync_idle        synchronize of an idle stream
 
+`--nested` compiles the case's function with its result wrapped as
+{"out": [result]} (a structure FastCallable makes by calling the pytree's
+unflatten, ResultKind::kUnflatten), and adds "_nested" to the file's name.
+
 Needs a CUDA device. Writes <out>/call_overhead.json (call_overhead_<case>.json
 for another case) and prints it.
 
-    python frontends/pytorch/bench/call_overhead.py --out OUT [--calls 2000] [--case NAME]
+    python frontends/pytorch/bench/call_overhead.py --out OUT [--calls 2000] [--case NAME] \
+        [--nested]
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="timed calls per measure")
     parser.add_argument("--case", default="chain100_64x64_f32",
                         help="a case name of workloads.py")
+    parser.add_argument("--nested", action="store_true",
+                        help='the result wrapped as {"out": [result]} (a pytree unflatten)')
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("call_overhead.py needs a CUDA device")
@@ -67,6 +74,9 @@ def main() -> None:
         sys.exit(f"no case {args.case!r}; cases: {', '.join(c.name for c in workloads.cases())}")
     case = matching[0]
     module = workloads.build(case, device)
+    if args.nested:
+        inner = module
+        module = lambda *a: {"out": [inner(*a)]}  # noqa: E731
     generator = torch.Generator().manual_seed(0)
     inputs = case.make_inputs(device, generator)
     x = inputs[0]
@@ -133,7 +143,7 @@ def main() -> None:
             lambda: torch.empty_strided(x.shape, x.stride(), device=device), args.calls)
         results["stream_query"] = _median_us(stream.query, args.calls)
         results["sync_idle"] = _median_us(stream.synchronize, args.calls)
-    report = {"diagnostic": "call_overhead", "case": args.case,
+    report = {"diagnostic": "call_overhead", "case": args.case, "nested": args.nested,
               "commit": os.environ.get("GPUOS_COMMIT", "unknown"),
               "device": torch.cuda.get_device_name(device), "calls": args.calls,
               "note": "program_run includes the synchronize; the others are as named",
@@ -141,6 +151,8 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     name = "call_overhead.json" if args.case == "chain100_64x64_f32" else \
         "call_overhead_" + args.case.replace(" ", "_").replace("=", "") + ".json"
+    if args.nested:
+        name = name[:-len(".json")] + "_nested.json"
     with open(os.path.join(args.out, name), "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report, indent=1))
