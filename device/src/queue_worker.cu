@@ -994,8 +994,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   completions.recorder = &recorder;
   unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
   unsigned long long host_flags = 0;  // thread 0's: stop and keep_warm, as the last claim read them
-  unsigned long long claim_hint =
-      0;  // thread 0's: the lone hint read with the tail (PeekSubmission)
   // Thread 0's: the last submission the direct board named that this block
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
@@ -1037,15 +1035,16 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         // and on 7 of 16 blocks, runtime_park_gpu_test.cpp).
         if (!poller || idle_rounds == 0) LookForPark(q, &park_watch);
         bool direct = false;
+        unsigned long long claim_hint = 0;  // the lone hint read with the tail
         GPUOS_PHASE_BEGIN(claim_clock);
         value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
         if (value != kNone) {
           GPUOS_PHASE_MARK(claim_clock, 28);
-          // The claim after the read (its atomics, 0.33 us at attention seq
-          // 32, session 35). Issued beside the slot's read instead, with
-          // the slot's loads before it in flight, they took 1.7 us and the
-          // helpers started later: calls 1.3-2.8 us slower (GPUOS_CLAIM_SLOT_EARLY,
-          // bench/results/experiments/gpu_checks_session35.txt).
+          // The claim after the read (its atomics: 0.33 us at attention seq
+          // 32). Issued beside the slot's read instead, behind the slot's
+          // loads, they took 1.7 us and calls 1.3-2.8 us longer (session
+          // 35, docs/runtime.md "The claim's read and the admission's
+          // early work").
           if ((value = FinishClaim(q, value, claim_hint, &direct)) == kContended) {
             next = kAgain;
           } else {

@@ -329,13 +329,14 @@ def main(argv: Optional[list[str]] = None) -> dict:
         torch.set_num_threads(threads)
 
 
-def _host_cpu() -> Optional[str]:
-    """The host's CPU model (Linux: /proc/cpuinfo's first "model name"; None
-    elsewhere). Eager's times, host-bound at these sizes, differ by up to 2x
-    between GPU instances of one kind (attention seq 128 63.8-101.0 us in
-    sessions 29-32): the document says which host ran them."""
+def _host_cpu(cpuinfo: str = "/proc/cpuinfo") -> Optional[str]:
+    """The host's CPU model (Linux: `cpuinfo`'s first "model name"; None
+    where there is none or it is empty). Eager's times, host-bound at these
+    sizes, differ by up to 2x between GPU instances of one kind (attention
+    seq 128 63.8-101.0 us in sessions 29-32): the document says which host
+    ran them."""
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip() or None

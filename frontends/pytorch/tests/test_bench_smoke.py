@@ -49,13 +49,8 @@ def test_the_host_load_is_recorded_for_every_case(smoke):
     load = doc["host_load"]
     assert load["cpus"] == os.cpu_count()
     # The host's CPU model, where the OS tells it (eager's time differs by up
-    # to 2x between instances).
-    models = []
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            models = [line.split(":", 1)[1].strip() for line in f
-                      if line.startswith("model name")]
-    assert load["cpu_model"] == (models[0] if models and models[0] else None)
+    # to 2x between instances): run_workloads._host_cpu, tested below.
+    assert load["cpu_model"] == run_workloads._host_cpu()
     assert set(load["at_case_start"]) == {c.name for c in workloads.cases()}
     for value in [load["at_start"], load["at_end"], *load["at_case_start"].values()]:
         assert value is None or value >= 0.0
@@ -163,3 +158,16 @@ def test_tile_starts_ranks_tiles_from_the_opening():
     assert summary["latest_helpers"][0] == {"block": 1, "first_start_us": 3.5}
     assert summary["last_end_to_complete_us"] == 0.5
     assert tile_starts.tile_starts(events, 1)["submissions"] == 1
+
+
+@pytest.mark.parametrize("text, model", [
+    ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t: fpu\n"
+     "model name\t: Other\n", "Intel(R) Xeon(R) Processor"),  # the first one
+    ("processor\t: 0\nmodel name\t:\n", None),  # empty
+    ("processor\t: 0\nCPU part\t: 0xd40\n", None),  # none (some ARM kernels)
+])
+def test_the_host_cpu_model_is_the_first_model_name(tmp_path, text, model):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(text)
+    assert run_workloads._host_cpu(str(cpuinfo)) == model
+    assert run_workloads._host_cpu(str(tmp_path / "missing")) is None
