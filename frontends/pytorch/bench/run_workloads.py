@@ -51,6 +51,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.utils._pytree as pytree
 
+import floor
 import gpuos
 import report
 import variants as variant_mod
@@ -375,6 +376,9 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
             json.dump(doc, f, indent=2)
     report.add_speedups(doc["cases"])
     doc["targets"] = report.targets(doc["cases"])
+    # Each case's least traffic and floor on this device, and each variant's
+    # median over it (floor.py; computed on the CPU after the timing).
+    doc["floors"] = floor.floors(doc)
     doc["elapsed_s"] = time.monotonic() - start
     doc["host_load"]["at_end"] = _host_load()
     doc["complete"] = True
@@ -384,6 +388,7 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
     if why_not:
         print(why_not)
     print(report.table(doc), flush=True)
+    print(floor.table(doc["floors"], doc["device"]), flush=True)
     return doc
 
 

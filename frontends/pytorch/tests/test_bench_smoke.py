@@ -42,6 +42,15 @@ def test_smoke_writes_the_document(smoke):
         assert CASE_FIELDS <= row.keys()
 
 
+def test_the_floor_of_every_case_is_recorded(smoke):
+    # On the CPU there are no device rates: traffic and flops only (floor.py).
+    doc, _ = smoke
+    assert [r["case"] for r in doc["floors"]] == [c.name for c in workloads.cases()]
+    for row in doc["floors"]:
+        assert row["bytes"] == row["bytes_read"] + row["bytes_written"] > 0
+        assert row["flops"] >= 0 and "floor_us" not in row
+
+
 def test_the_host_load_is_recorded_for_every_case(smoke):
     # A busy host slows every variant's host part (session 30: eager mlp at
     # 3-4x its usual time in one run); the document says how busy it was.
