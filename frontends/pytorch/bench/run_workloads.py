@@ -377,8 +377,13 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
     report.add_speedups(doc["cases"])
     doc["targets"] = report.targets(doc["cases"])
     # Each case's least traffic and floor on this device, and each variant's
-    # median over it (floor.py; computed on the CPU after the timing).
-    doc["floors"] = floor.floors(doc)
+    # median over it (floor.py; computed on the CPU after the timing). A
+    # diagnostic: its failure is recorded, never costs the run its document.
+    try:
+        doc["floors"] = floor.floors(doc)
+    except Exception as error:  # noqa: BLE001
+        doc["floors"] = []
+        doc["floors_error"] = f"{type(error).__name__}: {error}"
     doc["elapsed_s"] = time.monotonic() - start
     doc["host_load"]["at_end"] = _host_load()
     doc["complete"] = True
@@ -388,7 +393,7 @@ def _run(args, doc, cases, names, device, counts, json_path) -> dict:
     if why_not:
         print(why_not)
     print(report.table(doc), flush=True)
-    print(floor.table(doc["floors"], doc["device"]), flush=True)
+    print(doc.get("floors_error") or floor.table(doc["floors"], doc["device"]), flush=True)
     return doc
 
 

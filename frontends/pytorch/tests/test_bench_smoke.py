@@ -180,3 +180,15 @@ def test_the_host_cpu_model_is_the_first_model_name(tmp_path, text, model):
     cpuinfo.write_text(text)
     assert run_workloads._host_cpu(str(cpuinfo)) == model
     assert run_workloads._host_cpu(str(tmp_path / "missing")) is None
+
+
+def test_a_failing_floor_leaves_the_document_whole(tmp_path, monkeypatch):
+    def broken(doc):
+        raise RuntimeError("no traffic")
+
+    monkeypatch.setattr(run_workloads.floor, "floors", broken)
+    doc = run_workloads.main(["--smoke", "--out", str(tmp_path), "--cases", "chain100"])
+    assert doc["complete"] and doc["floors"] == []
+    assert doc["floors_error"] == "RuntimeError: no traffic"
+    with open(tmp_path / "pytorch_workloads.json") as f:
+        assert json.load(f)["floors_error"] == "RuntimeError: no traffic"
