@@ -28,6 +28,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
 import workloads  # noqa: E402
 
 # Measured on these devices (../shared/design/device-facts.md, benchmarking.md):
@@ -93,7 +94,7 @@ def floors(doc: dict) -> list[dict]:
             row["over_floor"] = {
                 r["variant"]: round(r["median_us"] / floor["floor_us"], 2)
                 for r in doc["cases"]
-                if r["case"] == name and r.get("median_us") is not None and r.get("correct")}
+                if r["case"] == name and report._measured(r) and r.get("correct")}
         result.append(row)
     return result
 

@@ -43,21 +43,17 @@ PyObject* Call(PyObject* self_object, PyObject* args, PyObject* kwargs) {
     PyObject* result = self->runner->CallFast(
         args, kind == ResultKind::kUnflatten ? ResultKind::kList : kind, &status);
     Py_DECREF(program);
-    if (result != nullptr && unflatten != nullptr) {
+    if (result != nullptr) {
       // The run happened: it counts whether or not the structure is made.
       ++g_calls;
       g_tasks += tasks;
+      if (unflatten == nullptr) return result;
       PyObject* shaped = PyObject_CallOneArg(unflatten, result);
       Py_DECREF(result);
       Py_DECREF(unflatten);
       return shaped;  // nullptr with the callable's error set
     }
     Py_XDECREF(unflatten);
-    if (result != nullptr) {
-      ++g_calls;
-      g_tasks += tasks;
-      return result;
-    }
     if (PyErr_Occurred() != nullptr) return nullptr;
   }
   return CallSlow(self_object, args, kwargs, status);
