@@ -57,6 +57,7 @@ def test_defaults_are_two_rounds_of_300_calls_over_every_workload():
     (["--case", "", "a=", "b="], "--case wants a case name"),
     (["--bogus", "a=", "b="], "unknown option --bogus"),
     (["stray", "a=", "b="], "'stray' is neither an option nor NAME=DEFINES"),
+    (["a=", "b=X env:1x"], "'env:1x' (in 'b=X env:1x'): env: takes VAR=VALUE"),
 ])
 def test_bad_arguments_are_refused_before_anything_is_built(args, message):
     done = _run("--dry-run", *args)
@@ -79,8 +80,9 @@ case "$2" in pip) exit 0;; esac
 case "$1" in
   *stitch_profile.py|*phase_timing.py)
     out="$3"; mkdir -p "$out"; name=$(basename "$1" .py)
-    printf '{"defines": "%s", "cache": "%s", "args": "%s"}' \
-      "$GPUOS_JIT_DEFINES" "$GPUOS_TORCH_CACHE" "$*" > "$out/$name.json"
+    printf '{"defines": "%s", "cache": "%s", "args": "%s", "open_later": "%s"}' \
+      "$GPUOS_JIT_DEFINES" "$GPUOS_TORCH_CACHE" "$*" "${GPUOS_TORCH_OPEN_LATER-unset}" \
+      > "$out/$name.json"
     echo "{}" > "$out/trace_case.json"
     echo "case: wall 1.0 us"
     case "$GPUOS_JIT_DEFINES" in *FAIL*) exit 3;; esac;;
@@ -89,10 +91,7 @@ exit 0
 """
 
 
-def test_runs_keep_each_variants_result_and_report_a_failed_one(tmp_path):
-    # The build and the bench scripts replaced by stand-ins (no GPU here):
-    # what is checked is the script's own part, the runs' order, defines,
-    # caches, records and exit status.
+def _fake_tools(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "cmake").write_text("#!/bin/sh\nexit 0\n")
@@ -103,6 +102,30 @@ def test_runs_keep_each_variants_result_and_report_a_failed_one(tmp_path):
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON=str(bin_dir / "python"),
                OUT=str(out), GPUOS_BUILD_DIR=str(tmp_path / "build"),
                GPUOS_DEPS_DIR=str(tmp_path / "deps"))  # none: nothing unpacked
+    env.pop("GPUOS_TORCH_OPEN_LATER", None)
+    return out, env
+
+
+def test_env_words_set_the_variants_environment_not_its_defines(tmp_path):
+    out, env = _fake_tools(tmp_path)
+    done = subprocess.run(["bash", SCRIPT, "--rounds", "1", "a=",
+                           "b=X env:GPUOS_TORCH_OPEN_LATER=0 Y"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with tarfile.open(out / "ab_profile.tgz") as tar:
+        a = json.load(tar.extractfile("keep/a@round1.json"))
+        b = json.load(tar.extractfile("keep/b@round1.json"))
+    assert (a["defines"], a["open_later"]) == ("", "unset")
+    assert (b["defines"], b["open_later"]) == ("X Y", "0")
+    log = (out / "ab_profile.log").read_text()
+    assert "== b@round1 (GPUOS_JIT_DEFINES='X Y'; env GPUOS_TORCH_OPEN_LATER=0)" in log
+
+
+def test_runs_keep_each_variants_result_and_report_a_failed_one(tmp_path):
+    # The build and the bench scripts replaced by stand-ins (no GPU here):
+    # what is checked is the script's own part, the runs' order, defines,
+    # caches, records and exit status.
+    out, env = _fake_tools(tmp_path)
     done = subprocess.run(["bash", SCRIPT, "--rounds", "2", "--calls", "7", "--phase",
                            "--case", "attention_small seq=32", "a=", "b=X FAIL"],
                           capture_output=True, text=True, timeout=60, env=env)

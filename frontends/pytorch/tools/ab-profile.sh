@@ -18,6 +18,8 @@
 # A variant is NAME=DEFINES: a name (letters, digits, _ and -; each once)
 # and its GPUOS_JIT_DEFINES, blank-separated, empty for the default image;
 # at least two, e.g.  new=  blocked=GPUOS_STITCH_KEYS_BLOCKED
+# A word env:VAR=VALUE among the defines is instead set in the variant's
+# environment (the host side: e.g.  query_first=env:GPUOS_TORCH_OPEN_LATER=0).
 # --case as stitch_profile.py's (repeat it; default every workload); with
 # --phase, phase_timing.py takes the first case. --dry-run prints the plan
 # and exits without building. GPUOS_AB_TIMEOUT_S (default 150) bounds each
@@ -64,6 +66,10 @@ while [[ $# -gt 0 ]]; do
       for seen in "${names[@]+"${names[@]}"}"; do
         [[ "$seen" != "$name" ]] || fail_usage "variant '$name' given twice"
       done
+      for word in ${1#*=}; do
+        [[ "$word" != env:* || "$word" =~ ^env:[A-Za-z_][A-Za-z0-9_]*= ]] ||
+          fail_usage "'$word' (in '$1'): env: takes VAR=VALUE"
+      done
       names+=("$name"); defines+=("${1#*=}"); shift ;;
     *) fail_usage "'$1' is neither an option nor NAME=DEFINES" ;;
   esac
@@ -108,11 +114,17 @@ limit=${GPUOS_AB_TIMEOUT_S:-150}
 # the run's kernel-image cache (one a variant, another for its
 # instrumented image).
 run() {
-  local tag=$1 cache=$2 jit=$3 script=$4
+  local tag=$1 cache=$2 words=$3 script=$4
   shift 4
+  local jit="" word
+  local -a env_set=()
+  for word in $words; do  # env:VAR=VALUE words apart from the defines
+    if [[ "$word" == env:* ]]; then env_set+=("${word#env:}"); else jit+="${jit:+ }$word"; fi
+  done
   mkdir -p "$work/$tag"
-  echo "== $tag (GPUOS_JIT_DEFINES='$jit')" | tee -a "$log"
-  (cd "$ROOT" && GPUOS_JIT_DEFINES="$jit" GPUOS_TORCH_CACHE="$work/cache_$cache.db" \
+  echo "== $tag (GPUOS_JIT_DEFINES='$jit'${env_set[*]+; env ${env_set[*]}})" | tee -a "$log"
+  (cd "$ROOT" && env "${env_set[@]+"${env_set[@]}"}" GPUOS_JIT_DEFINES="$jit" \
+    GPUOS_TORCH_CACHE="$work/cache_$cache.db" \
     timeout "$limit" "$PY" "frontends/pytorch/bench/$script" --out "$work/$tag" "$@") \
     >"$work/keep/$tag.log" 2>&1
   local rc=$?
@@ -120,7 +132,7 @@ run() {
     echo "   FAILED (exit $rc): $(tail -3 "$work/keep/$tag.log" | tr '\n' ' ')" | tee -a "$log"
     status=1
   fi
-  grep -E "wall|queue|tiles|a call|slot 1[0-5]" "$work/keep/$tag.log" | tee -a "$log"
+  grep -E "wall|queue|tiles|a call|slot " "$work/keep/$tag.log" | tee -a "$log"
   cp "$work/$tag/${script%.py}.json" "$work/keep/$tag.json" 2>/dev/null ||
     echo "   no ${script%.py}.json from $tag" | tee -a "$log"
 }
