@@ -210,17 +210,27 @@ TEST_F(StitchedProgramTest, FewRowsProductsOfEveryOutputCountCompile) {
 }
 
 TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths) {
+  for (bool mma : {true, false})
   for (long long seq : {32, 128}) {
-    SCOPED_TRACE("seq " + std::to_string(seq));
-    auto program = StitchProgram(Attention(seq));
+    SCOPED_TRACE("seq " + std::to_string(seq) + (mma ? ", tensor cores" : ", CUDA cores"));
+    StitchDesc desc = Attention(seq);
+    desc.attention_mma = mma;
+    auto program = StitchProgram(desc);
     ASSERT_TRUE(program.ok()) << program.status().ToString();
     ASSERT_EQ(program->stages.size(), 1u);
     EXPECT_EQ(program->stages[0].kind, "attention");
     EXPECT_EQ(program->stages[0].task, 0u);
-    // 8 heads; 8 queries a tile at seq 32, 10 at seq 128 (13 tiles a head:
-    // QueriesPerTile takes as many as fit once tiles would outnumber half
-    // the 132 blocks).
-    EXPECT_EQ(program->stages[0].tiles, seq == 32 ? 32u : 104u);
+    EXPECT_EQ(program->stages[0].tensor_cores, mma);
+    EXPECT_EQ(program->op.description.find("; on the tensor cores: stages 0") != std::string::npos,
+              mma)
+        << program->op.description;
+    // 8 heads. On the tensor cores 16 queries a tile (an m16 product's
+    // rows). On the CUDA cores 8 a tile at seq 32, 10 at seq 128 (13 tiles a
+    // head: QueriesPerTile takes as many as fit once tiles would outnumber
+    // half the 132 blocks).
+    EXPECT_EQ(program->stages[0].tiles, mma ? (seq == 32 ? 16u : 64u) : (seq == 32 ? 32u : 104u));
+    EXPECT_NE(program->op.device_code.code.find(mma ? "AttentionMma<P>" : "Attention<P>"),
+              std::string::npos);
     EXPECT_EQ(program->counter_bytes, 2u * 128u);
     // The probabilities are stored per head, at the strides the product
     // reads them with (the softmax's views are rank 4: no batch stride).
@@ -229,6 +239,51 @@ TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths)
         << code.substr(0, 4000);
     ExpectCompiles(*program);
   }
+}
+
+// The tensor cores' stage only where its shapes fit (stitch_plan.cpp,
+// MmaFits): d and the keys multiples of 16 up to 64 and 128, v's columns
+// multiples of 8 up to 64, 16 queries or more, keys contiguous along d, no
+// cat's parts; the others keep the CUDA-core stage. Each compiles.
+TEST_F(StitchedProgramTest, AttentionTakesTheTensorCoresOnlyWhereItsShapesFit) {
+  struct Shape {
+    long long m, n, d, dv;
+    bool keys_contiguous, fits;
+  };
+  const Shape shapes[] = {{32, 32, 64, 64, true, true},    {97, 128, 64, 64, true, true},
+                          {16, 16, 16, 8, true, true},     {48, 48, 48, 40, true, true},
+                          {8, 32, 64, 64, true, false},    {32, 40, 64, 64, true, false},
+                          {32, 144, 64, 64, true, false},  {32, 32, 72, 64, true, false},
+                          {32, 32, 128, 64, true, false},  {32, 32, 64, 96, true, false},
+                          {32, 32, 64, 12, true, false},   {32, 32, 64, 64, false, false}};
+  for (const Shape& shape : shapes) {
+    SCOPED_TRACE("m " + std::to_string(shape.m) + ", n " + std::to_string(shape.n) + ", d " +
+                 std::to_string(shape.d) + ", dv " + std::to_string(shape.dv) +
+                 (shape.keys_contiguous ? "" : ", keys strided"));
+    const long long h = 2, m = shape.m, n = shape.n, d = shape.d, dv = shape.dv;
+    StitchDesc desc;
+    desc.num_buffers = 7;
+    const StitchView kt = shape.keys_contiguous ? View(1, {h, d, n}, {n * d, 1, d})
+                                                : Dense(1, {h, d, n});
+    desc.tasks.push_back(Task("baddbmm",
+                              {Dense(0, {h, m, d}), kt, Dense(4, {h, m, n}), Dense(3, {h, m, n})},
+                              {{"alpha", "0.125"}, {"beta", "0.0"}}));
+    desc.tasks.push_back(Task("softmax", {Dense(3, {h, m, n}), Dense(5, {h, m, n})}));
+    desc.tasks.push_back(
+        Task("bmm", {Dense(5, {h, m, n}), Dense(2, {h, n, dv}), Dense(6, {h, m, dv})}));
+    auto program = StitchProgram(desc);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    ASSERT_EQ(program->stages.size(), 1u);
+    ASSERT_EQ(program->stages[0].kind, "attention");
+    EXPECT_EQ(program->stages[0].tensor_cores, shape.fits);
+    if (shape.fits) {
+      EXPECT_EQ(program->stages[0].tiles, h * ((m + 15) / 16));
+    }
+    ExpectCompiles(*program);
+  }
+  auto decoder = StitchProgram(DecoderAttention());  // one query, keys through a cat
+  ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+  for (const StitchStage& stage : decoder->stages) EXPECT_FALSE(stage.tensor_cores);
 }
 
 // One query a tile of odd shapes: warps without keys and dimensions that
@@ -334,8 +389,11 @@ TEST_F(StitchedProgramTest, AttentionUnfusedIsThreeStagesAndCompiles) {
 // of a key a lane, and 8 queries a tile unless q's rows and the scores
 // would not fit the scratch, or more where tiles of 8 would outnumber half
 // the blocks (QueriesPerTile).
+// The CUDA-core stage's tiling (StitchDesc::attention_mma off: the tensor
+// cores' tiles are 16 queries, AttentionIsOneStageAndCompilesAtBoth...).
 TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
-  const auto code_of = [](const StitchDesc& desc) {
+  const auto code_of = [](StitchDesc desc) {
+    desc.attention_mma = false;
     auto program = StitchProgram(desc);
     EXPECT_TRUE(program.ok()) << program.status().ToString();
     EXPECT_EQ(program.ok() ? program->stages.size() : 0u, 1u);
@@ -354,6 +412,7 @@ TEST_F(StitchedProgramTest, AttentionTilingFollowsTheShapes) {
   EXPECT_TRUE(has(seq128, "kSplit = 2;") && has(seq128, "kBM = 10;")) << seq128.substr(0, 3000);
   StitchDesc many_blocks = Attention(128);
   many_blocks.worker_blocks = 264;
+  many_blocks.attention_mma = false;
   auto spread = StitchProgram(many_blocks);
   ASSERT_TRUE(spread.ok()) << spread.status().ToString();
   EXPECT_TRUE(has(spread->op.device_code.code, "kBM = 8;"));
@@ -431,8 +490,10 @@ TEST_F(StitchedProgramTest, AttentionFusesOnlyTheExactPattern) {
   StitchDesc in_place = Attention(32);
   in_place.tasks[2].tensors[2] = Dense(0, {8, 32, 64});
   EXPECT_EQ(stages(in_place), 3u) << "out overwrites q";
-  StitchDesc many_queries = Attention(32);  // one head of 180000 queries: 18000 tiles of 10
-  const long long rows = 180000;
+  // One head of 300000 queries: 18750 tiles of 16 on the tensor cores,
+  // 30000 of 10 on the CUDA cores.
+  StitchDesc many_queries = Attention(32);
+  const long long rows = 300000;
   many_queries.tasks[0].tensors = {Dense(0, {1, rows, 64}), View(1, {1, 64, 32}, {2048, 1, 64}),
                                    Dense(4, {1, rows, 32}), Dense(3, {1, rows, 32})};
   many_queries.tasks[1].tensors = {Dense(3, {1, rows, 32}), Dense(5, {1, rows, 32})};

@@ -57,6 +57,11 @@ Expected<StitchAttempt> StitchSpec(runtime::Runtime& runtime, const ProgramSpec&
   GPUOS_ASSIGN_OR_RETURN(const auto fuse_attention,
                          GetEnvInteger("GPUOS_STITCH_ATTENTION", 0, 1, "0 or 1"));
   desc.fuse_attention = fuse_attention.value_or(1) != 0;
+  // A diagnostic: GPUOS_STITCH_ATTENTION_MMA=0 keeps the attention stage's
+  // products on the CUDA cores (and its tiles at their sizes).
+  GPUOS_ASSIGN_OR_RETURN(const auto attention_mma,
+                         GetEnvInteger("GPUOS_STITCH_ATTENTION_MMA", 0, 1, "0 or 1"));
+  desc.attention_mma = attention_mma.value_or(1) != 0;
   // A diagnostic: GPUOS_STITCH_FLAGS=0 keeps every intermediate in the
   // workspace, its readers waiting for its stage's count.
   GPUOS_ASSIGN_OR_RETURN(const auto flags, GetEnvInteger("GPUOS_STITCH_FLAGS", 0, 1, "0 or 1"));

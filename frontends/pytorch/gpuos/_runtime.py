@@ -101,8 +101,9 @@ def trace_capacity() -> int:
 # On/off switches: "0" off, "1" or unset on (docs/pytorch.md, "Configuration
 # at run time"). GPUOS_FUSION and GPUOS_TORCH_FAST_CALL are read in Python,
 # the others by the extension.
-SWITCHES = ("GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION", "GPUOS_STITCH_FLAGS",
-            "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER", "GPUOS_TORCH_FAST_CALL")
+SWITCHES = ("GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION", "GPUOS_STITCH_ATTENTION_MMA",
+            "GPUOS_STITCH_FLAGS", "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER",
+            "GPUOS_TORCH_FAST_CALL")
 
 
 def switch_on(name: str) -> bool:

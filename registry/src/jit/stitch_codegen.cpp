@@ -206,6 +206,7 @@ void AttentionCode(SourceWriter& w, const AttentionStage& at) {
   Constant(w, "int", "kBM", I(at.bm));
   Constant(w, "int", "kSplit", I(at.split));
   Constant(w, "int", "kVec", I(at.vec));
+  Constant(w, "bool", "kMma", at.mma ? "true" : "false");
   Constant(w, "bool", "kStoreScores", at.store_scores ? "true" : "false");
   Constant(w, "bool", "kStoreProbs", at.store_probs ? "true" : "false");
   w.Line("};");
@@ -347,7 +348,8 @@ StitchCode GenerateStitchCode(const std::vector<Stage>& stages, std::uint32_t to
       if (matmul) {
         w.Line("  ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);");
       } else if (attention) {
-        w.Line("  ::gpuos::device::stitch::Attention<P>(tile, t, smem, wait);");
+        w.Line(std::string("  ::gpuos::device::stitch::") +
+               (stage.attention.mma ? "AttentionMma" : "Attention") + "<P>(tile, t, smem, wait);");
       } else {
         w.Line("  (void)smem;");
         w.Line("  ::gpuos::device::stitch::Rows<P>(tile, t, wait);");

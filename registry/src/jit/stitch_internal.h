@@ -112,6 +112,8 @@ struct AttentionStage {
   double alpha = 1.0;
   // Tiling (stitch_attention.cuh).
   int bm = 1, split = 1, vec = 1;
+  // On the tensor cores (stitch_attention_mma.cuh; split unused there).
+  bool mma = false;
   // Whether the scores and the probabilities are stored (false: nothing
   // outside the stage reads them; DropUnreadAttentionStores).
   bool store_scores = true, store_probs = true;

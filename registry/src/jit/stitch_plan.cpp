@@ -48,6 +48,8 @@ constexpr std::uint32_t kMaxTiles = 65535;
 // The most queries an attention tile takes (QueriesPerTile): its scores and
 // sums are kBM registers a thread each.
 constexpr long long kMaxQueriesPerTile = 16;
+// An attention tile's queries on the tensor cores (stitch_attention_mma.cuh).
+constexpr long long kMmaQueriesPerTile = 16;
 constexpr long long kCounterStrideBytes = 128;
 static_assert(jit::kSlotsPerLine * 8 == kCounterStrideBytes, "a counter takes one line");
 
@@ -549,6 +551,13 @@ class Planner {
       return k.s1 == 1 && k.offset % 4 == 0 && k.s0 % 4 == 0 && k.s2 % 4 == 0;
     };
     at.vec = per_lane % 4 == 0 && vec_keys(at.kt) && vec_keys(at.kt2) ? 4 : 1;
+    // The tensor cores' stage (stitch_attention_mma.cuh) where it fits: its
+    // tiles take 16 queries (an m16 product's rows).
+    at.mma = desc_.attention_mma && MmaFits(at, vec_keys(at.kt));
+    if (at.mma) {
+      at.bm = static_cast<int>(std::min(kMmaQueriesPerTile, at.m));
+      at.vec = 4;
+    }
     Access access;
     access.reads = {RangeOf(q)};
     for (const StitchView& r : key_reads) access.reads.push_back(RangeOf(r));
@@ -661,6 +670,17 @@ class Planner {
     const long long full = std::min({kMaxQueriesPerTile, at.m, fit, sums_fit});
     if (full <= small) return small;
     return tiles_of(tiles_of(full));  // ceil(m / tiles): the same tiles, evenly filled
+  }
+
+  // Whether the attention stage fits stitch_attention_mma.cuh's tensor-core
+  // code: f32 (every attention stage is), d a multiple of 16 up to 64, keys
+  // a multiple of 16 up to 128, v's columns a multiple of 8 up to 64, at
+  // least one full tile of 16 queries, keys contiguous along d and 16-byte
+  // aligned (`keys_vec`), keys and values each in one view (no cat's parts).
+  static bool MmaFits(const AttentionStage& at, bool keys_vec) {
+    return at.d % 16 == 0 && at.d <= 64 && at.n % 16 == 0 && at.n <= 128 && at.dv % 8 == 0 &&
+           at.dv <= 64 && at.m >= kMmaQueriesPerTile && keys_vec && at.kt_split == at.n &&
+           at.v_split == at.n;
   }
 
   // A row view of `v` (the last dimension is the row).
@@ -872,6 +892,7 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   std::string description = "stitched: " + std::to_string(stages.size()) + " stages:";
   std::string flagged;  // the stages whose outputs are flagged intermediates
   std::string on_chip;  // attention stages that store neither scores nor probabilities (or one)
+  std::string tensor_cores;  // attention stages on the tensor cores
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const Stage& stage = stages[s];
     description += (s == 0 ? " " : " -> ") + stage.op + "(" + std::to_string(stage.tiles) + ")";
@@ -890,6 +911,8 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
     if (stage.kind == Stage::Kind::kAttention) {
       info.stores_scores = stage.attention.store_scores;
       info.stores_probs = stage.attention.store_probs;
+      info.tensor_cores = stage.attention.mma;
+      if (info.tensor_cores) tensor_cores += (tensor_cores.empty() ? "" : ",") + std::to_string(s);
       if (!info.stores_scores || !info.stores_probs) {
         on_chip += (on_chip.empty() ? "" : ",") + std::to_string(s) +
                    (info.stores_scores  ? " (probabilities)"
@@ -902,6 +925,7 @@ Expected<StitchedProgram> StitchProgram(const StitchDesc& desc) {
   if (!flagged.empty()) description += "; flagged outputs: stages " + flagged;
   if (!on_chip.empty())
     description += "; unread scores and probabilities not stored: stages " + on_chip;
+  if (!tensor_cores.empty()) description += "; on the tensor cores: stages " + tensor_cores;
   const jit::StitchCode unnamed =
       jit::GenerateStitchCode(stages, result.tiles, std::string(kVirtualFilePrefix));
   ContentHasher hasher;

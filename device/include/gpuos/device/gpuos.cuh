@@ -18,6 +18,7 @@
 #include "gpuos/device/softmax.cuh"
 #include "gpuos/device/stitch.cuh"
 #include "gpuos/device/stitch_attention.cuh"
+#include "gpuos/device/stitch_attention_mma.cuh"
 #include "gpuos/device/stitch_matmul.cuh"
 #include "gpuos/device/stitch_rows.cuh"
 #include "gpuos/device/tensor.cuh"

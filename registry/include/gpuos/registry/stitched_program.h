@@ -81,6 +81,10 @@ struct StitchDesc {
   // scores and probabilities are still stored unless nothing else reads
   // them (drop_unread_intermediates).
   bool fuse_attention = true;
+  // Whether an attention stage whose shapes fit runs its two products on
+  // the tensor cores (stitch_attention_mma.cuh: three TF32 products each,
+  // about f32's precision); false: on the CUDA cores (an A/B switch).
+  bool attention_mma = true;
   // Buffers that only the program's own tasks read (intermediates): a
   // product's output in one of them may become a flagged intermediate
   // (docs/stitching.md, "Flagged intermediates"), whose values carry their
@@ -106,6 +110,9 @@ struct StitchStage {
   // An attention stage's: whether it stores its scores and probabilities
   // (StitchDesc::drop_unread_intermediates).
   bool stores_scores = true, stores_probs = true;
+  // An attention stage's: whether its products run on the tensor cores
+  // (StitchDesc::attention_mma).
+  bool tensor_cores = false;
 };
 
 struct StitchedProgram {
