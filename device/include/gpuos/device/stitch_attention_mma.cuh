@@ -30,8 +30,8 @@
 //    ([16][kN], over q's rows: a barrier first; odd rows' halves of 16
 //    swapped where the probabilities are not stored, so that the product's
 //    16-byte reads of rows g and g + 1 fall on other banks);
-// 3. softmax: a warp per row (SoftmaxRow), on the row as the scratch holds
-//    it (its maximum and sum do not depend on the order);
+// 3. softmax: a half warp per row (16 rows at once), on the row as the
+//    scratch holds it (its maximum and sum do not depend on the order);
 // 4. out: warp w computes output columns [8w, 8w + 8) over all keys, its A
 //    fragments read from the scratch, and stores them.
 //
@@ -52,21 +52,18 @@ namespace device {
 namespace stitch {
 namespace mma {
 
-// An f32 value as two TF32 values, x = hi + lo (lo: hi's rounding error,
-// rounded again).
+// An f32 value as two TF32 values, x = hi + lo: hi rounded to TF32's 10
+// bits of mantissa (half an ulp added, the rest cut), lo = x - hi (exact),
+// whose low 13 bits the tensor cores ignore (2^-22 of x lost). Integer and
+// f32 instructions only: cvt.rna.tf32.f32 for both halves made the
+// products slower than the CUDA-core stage (session 36).
 struct Split {
   unsigned int hi, lo;
 };
 
-__device__ __forceinline__ unsigned int Tf32(float x) {
-  unsigned int r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
 __device__ __forceinline__ Split SplitOf(float x) {
-  const unsigned int hi = Tf32(x);
-  return {hi, Tf32(x - __uint_as_float(hi))};
+  const unsigned int hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  return {hi, __float_as_uint(x - __uint_as_float(hi))};
 }
 
 // d += a x b: one m16n8k8 product of the warp, PTX's fragment layout
@@ -82,11 +79,38 @@ __device__ __forceinline__ void Product(float (&d)[4], unsigned int a0, unsigned
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// d += a x b to about f32's precision: the small terms first.
-__device__ __forceinline__ void Product3(float (&d)[4], const Split (&a)[4], const Split (&b)[2]) {
-  Product(d, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
-  Product(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
-  Product(d, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+// d[0] += lo(a) x hi(b), d[1] += hi(a) x lo(b), d[2] += hi(a) x hi(b): a
+// product to about f32's precision, each term in an accumulator of its own
+// (three independent chains; the caller adds them, the small ones first).
+__device__ __forceinline__ void Product3(float (&d)[3][4], const Split (&a)[4],
+                                         const Split (&b)[2]) {
+  Product(d[0], a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
+  Product(d[1], a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+  Product(d[2], a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
+}
+
+// Element r of the terms of `chains` accumulators, summed.
+template <int kChains>
+__device__ __forceinline__ float Total(const float (&d)[kChains][3][4], int r) {
+  float small = 0.f, large = 0.f;
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) {
+    small += d[c][0][r] + d[c][1][r];
+    large += d[c][2][r];
+  }
+  return large + small;
+}
+
+// The sum (kMax: the maximum) of `v` over the 16 lanes of a half warp, in
+// each of them.
+template <bool kMax>
+__device__ __forceinline__ float HalfWarp(float v) {
+#pragma unroll
+  for (int offset = 8; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kMax ? (other > v ? other : v) : v + other;
+  }
+  return v;
 }
 
 // The A fragments of two k steps from a lane's four values of rows g
@@ -131,7 +155,8 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
   // otherwise each wait for the one before).
   constexpr int kChains = kKeySteps >= 4 ? 4 : kKeySteps;
   // Odd rows' halves of 16 swapped in the scores' scratch (see the file
-  // comment); not where SoftmaxRow stores the probabilities by position.
+  // comment); not where the probabilities are stored (step 3 stores them
+  // by their place in the row).
   constexpr bool kSwizzle = P::kN % 32 == 0 && !(P::kStoreProbs || kStoreUnread);
   const auto place = [](int row, int key) { return row * P::kN + (kSwizzle ? key ^ ((row & 1) << 4) : key); };
   constexpr int kMTiles = (P::kM + P::kBM - 1) / P::kBM;
@@ -195,9 +220,9 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 12);
 
-  // 2. Scores: each key tile's 16 x 8 over d, two accumulators (even and
-  // odd steps) a tile.
-  float acc[kKeyTilesPerWarp][2][4] = {};
+  // 2. Scores: each key tile's 16 x 8 over d, in two chains (even and odd
+  // steps) of three terms a tile.
+  float acc[kKeyTilesPerWarp][2][3][4] = {};
 #pragma unroll
   for (int s = 0; s < kDSteps; ++s) {
     const float4 top = *reinterpret_cast<const float4*>(qs + g * kQRow + 16 * s + 4 * tq);
@@ -222,9 +247,8 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // rows g, g + 8
       const int row = g + 8 * half;
-      const float s0 = static_cast<float>(P::kAlpha) * (acc[i][0][2 * half] + acc[i][1][2 * half]);
-      const float s1 =
-          static_cast<float>(P::kAlpha) * (acc[i][0][2 * half + 1] + acc[i][1][2 * half + 1]);
+      const float s0 = static_cast<float>(P::kAlpha) * mma::Total<2>(acc[i], 2 * half);
+      const float s1 = static_cast<float>(P::kAlpha) * mma::Total<2>(acc[i], 2 * half + 1);
       *reinterpret_cast<float2*>(qs + place(row, key)) = make_float2(s0, s1);
       if ((P::kStoreScores || kStoreUnread) && row_in(row)) {
         T* const at = scores + static_cast<long long>(m0 + row) * P::kSSm +
@@ -237,20 +261,38 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 13);
 
-  // 3. Softmax: a warp per row, in the order the scratch holds the row.
-  const auto warp_max = [&](float x) { return WarpMax(x); };
-  const auto warp_sum = [&](float x) { return WarpSum(x); };
-  for (int m = warp; m < kRows; m += kWarps) {
-    if (!row_in(m)) continue;
-    SoftmaxRow<P>(qs + m * P::kN, probs + static_cast<long long>(m0 + m) * P::kPrSm, lane, 32,
-                  warp_max, warp_sum);
+  // 3. Softmax: a half warp per row (all 16 rows at once), in the order
+  // the scratch holds the row; rows past kBM or kM (zeros) too, their
+  // probabilities not stored. As SoftmaxRow computes it.
+  {
+    const int row = warp * 2 + (lane >> 4);
+    const int first = lane & 15;
+    float* const values_row = qs + row * P::kN;
+    float high = ::gpuos::lowest<float>();
+    for (int j = first; j < P::kN; j += 16) high = values_row[j] > high ? values_row[j] : high;
+    high = mma::HalfWarp<true>(high);
+    float sum = 0.f;
+    for (int j = first; j < P::kN; j += 16) {
+      const float e = exp(values_row[j] - high);
+      values_row[j] = e;
+      sum += e;
+    }
+    sum = mma::HalfWarp<false>(sum);
+    const bool store = (P::kStoreProbs || kStoreUnread) && row_in(row);
+    T* const probs_row = probs + static_cast<long long>(m0 + row) * P::kPrSm;
+    for (int j = first; j < P::kN; j += 16) {
+      const float p = values_row[j] / sum;
+      values_row[j] = p;
+      if (store) probs_row[static_cast<long long>(j) * P::kPrSn] = p;
+    }
   }
+  static_assert(kRows == 2 * kWarps, "two rows a warp");
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 14);
 
   // 4. out = probs x v: the warp's column tile over all keys.
   if (has_columns) {
-    float sums[kChains][4] = {};
+    float sums[kChains][3][4] = {};
 #pragma unroll
     for (int s = 0; s < kKeySteps; ++s) {
       const float4 top = *reinterpret_cast<const float4*>(qs + place(g, 16 * s + 4 * tq));
@@ -267,12 +309,8 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
     for (int half = 0; half < 2; ++half) {
       const int row = g + 8 * half;
       if (!row_in(row)) continue;
-      float o0 = sums[0][2 * half], o1 = sums[0][2 * half + 1];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) {
-        o0 += sums[c][2 * half];
-        o1 += sums[c][2 * half + 1];
-      }
+      const float o0 = mma::Total<kChains>(sums, 2 * half);
+      const float o1 = mma::Total<kChains>(sums, 2 * half + 1);
       T* const at = out + static_cast<long long>(m0 + row) * P::kOSm +
                     static_cast<long long>(out_column) * P::kOSn;
       at[0] = o0;
