@@ -373,7 +373,8 @@ def stitch_notes(built):
 # columns of v. One query a tile (a decode step): 129 keys; 5 keys with dims
 # that are no multiple of 32; 250 keys and a non-contiguous q; 600 keys.
 # 97 queries of 128 keys: tiles of 10 (more queries than warps), the last
-# tile 7.
+# tile 7; on the tensor cores (32 and 97 queries of 32 and 128 keys, d and
+# v's columns 64), tiles of 16, the last of 97 with one query.
 ATTENTION_SHAPES = [(8, 32, 32, 64, 64, False), (3, 13, 7, 32, 96, False),
                     (4, 1, 129, 64, 64, False), (2, 20, 200, 128, 16, True),
                     (3, 1, 5, 48, 40, False), (2, 1, 250, 32, 24, True),
@@ -415,6 +416,31 @@ def test_attention_is_one_stage_matching_eager(gpu, stitch_notes, monkeypatch, s
     assert tiles, stitch_notes
     if blocks != "default" and shape in FULLER_TILES:
         assert tiles == [FULLER_TILES[shape]], stitch_notes
+
+
+@pytest.mark.parametrize("mma", ["1", "0"])
+def test_attention_stores_its_scores_and_probabilities_on_either_cores(gpu, stitch_notes,
+                                                                       monkeypatch, mma):
+    # Scores and probabilities both outputs: the stage stores both, on the
+    # tensor cores (16-query tiles, GPUOS_STITCH_ATTENTION_MMA unset or 1)
+    # and on the CUDA cores (0); 97 queries: the last tile of each head is
+    # partly empty.
+    monkeypatch.setenv("GPUOS_STITCH_ATTENTION_MMA", mma)  # read when a program is built
+
+    def attention(q, k, v):
+        scores = q @ k.transpose(-2, -1) / 8.0
+        probs = torch.softmax(scores, dim=-1)
+        return probs @ v, scores, probs
+
+    generator = torch.Generator().manual_seed(13)
+    f = gpuos.compile(attention)
+    for _ in range(2):
+        q = torch.randn(4, 97, 64, generator=generator).to(gpu)
+        k, v = (torch.randn(4, 128, 64, generator=generator).to(gpu) for _ in range(2))
+        _close(f(q, k, v), attention(q, k, v))
+    assert any(re.search(r"\battention\((\d+)\)", n) for n in stitch_notes), stitch_notes
+    on_tensor_cores = any("on the tensor cores: stages" in n for n in stitch_notes)
+    assert on_tensor_cores == (mma == "1"), stitch_notes
 
 
 def test_attention_of_four_dimensional_heads_returns_its_probabilities(gpu, stitch_notes):
