@@ -56,7 +56,8 @@ namespace mma {
 // bits of mantissa (half an ulp added, the rest cut), lo = x - hi (exact),
 // whose low 13 bits the tensor cores ignore (2^-22 of x lost). Integer and
 // f32 instructions only: cvt.rna.tf32.f32 for both halves made the
-// products slower than the CUDA-core stage (session 36).
+// products slower than the CUDA-core stage (session 36). A value within
+// 2^-11 of f32's largest rounds to infinity here (and its product to NaN).
 struct Split {
   unsigned int hi, lo;
 };
