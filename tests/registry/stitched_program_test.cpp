@@ -210,8 +210,13 @@ TEST_F(StitchedProgramTest, FewRowsProductsOfEveryOutputCountCompile) {
 }
 
 TEST_F(StitchedProgramTest, AttentionIsOneStageAndCompilesAtBothSequenceLengths) {
-  for (bool mma : {true, false})
-  for (long long seq : {32, 128}) {
+  struct Case {
+    bool mma;
+    long long seq;
+  };
+  for (const Case c : {Case{true, 32}, Case{true, 128}, Case{false, 32}, Case{false, 128}}) {
+    const bool mma = c.mma;
+    const long long seq = c.seq;
     SCOPED_TRACE("seq " + std::to_string(seq) + (mma ? ", tensor cores" : ", CUDA cores"));
     StitchDesc desc = Attention(seq);
     desc.attention_mma = mma;
@@ -250,12 +255,12 @@ TEST_F(StitchedProgramTest, AttentionTakesTheTensorCoresOnlyWhereItsShapesFit) {
     long long m, n, d, dv;
     bool keys_contiguous, fits;
   };
-  const Shape shapes[] = {{32, 32, 64, 64, true, true},    {97, 128, 64, 64, true, true},
-                          {16, 16, 16, 8, true, true},     {48, 48, 48, 40, true, true},
-                          {8, 32, 64, 64, true, false},    {32, 40, 64, 64, true, false},
-                          {32, 144, 64, 64, true, false},  {32, 32, 72, 64, true, false},
-                          {32, 32, 128, 64, true, false},  {32, 32, 64, 96, true, false},
-                          {32, 32, 64, 12, true, false},   {32, 32, 64, 64, false, false}};
+  const Shape shapes[] = {{32, 32, 64, 64, true, true},   {97, 128, 64, 64, true, true},
+                          {16, 16, 16, 8, true, true},    {48, 48, 48, 40, true, true},
+                          {8, 32, 64, 64, true, false},   {32, 40, 64, 64, true, false},
+                          {32, 144, 64, 64, true, false}, {32, 32, 72, 64, true, false},
+                          {32, 32, 128, 64, true, false}, {32, 32, 64, 96, true, false},
+                          {32, 32, 64, 12, true, false},  {32, 32, 64, 64, false, false}};
   for (const Shape& shape : shapes) {
     SCOPED_TRACE("m " + std::to_string(shape.m) + ", n " + std::to_string(shape.n) + ", d " +
                  std::to_string(shape.d) + ", dv " + std::to_string(shape.dv) +
@@ -263,8 +268,8 @@ TEST_F(StitchedProgramTest, AttentionTakesTheTensorCoresOnlyWhereItsShapesFit) {
     const long long h = 2, m = shape.m, n = shape.n, d = shape.d, dv = shape.dv;
     StitchDesc desc;
     desc.num_buffers = 7;
-    const StitchView kt = shape.keys_contiguous ? View(1, {h, d, n}, {n * d, 1, d})
-                                                : Dense(1, {h, d, n});
+    const StitchView kt =
+        shape.keys_contiguous ? View(1, {h, d, n}, {n * d, 1, d}) : Dense(1, {h, d, n});
     desc.tasks.push_back(Task("baddbmm",
                               {Dense(0, {h, m, d}), kt, Dense(4, {h, m, n}), Dense(3, {h, m, n})},
                               {{"alpha", "0.125"}, {"beta", "0.0"}}));

@@ -144,9 +144,9 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
   static_assert(P::kVec == 4 && P::kKtSk == 1, "a key's values contiguous and 16-byte aligned");
   static_assert(P::kKtSplit >= P::kN && P::kVSplit >= P::kN, "keys and values in one view each");
   constexpr int kQRow = P::kD + 16;  // q's row stride in the scratch
-  static_assert(kRows * kQRow * 4 <= kWorkerScratchBytes &&
-                    kRows * P::kN * 4 <= kWorkerScratchBytes,
-                "q's rows, then the scores, fit the scratch");
+  static_assert(
+      kRows * kQRow * 4 <= kWorkerScratchBytes && kRows * P::kN * 4 <= kWorkerScratchBytes,
+      "q's rows, then the scores, fit the scratch");
   constexpr int kDSteps = P::kD / 16;
   constexpr int kKeySteps = P::kN / 16;
   constexpr int kKeyTiles = P::kN / 8;
@@ -159,7 +159,9 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
   // comment); not where the probabilities are stored (step 3 stores them
   // by their place in the row).
   constexpr bool kSwizzle = P::kN % 32 == 0 && !(P::kStoreProbs || kStoreUnread);
-  const auto place = [](int row, int key) { return row * P::kN + (kSwizzle ? key ^ ((row & 1) << 4) : key); };
+  const auto place = [](int row, int key) {
+    return row * P::kN + (kSwizzle ? key ^ ((row & 1) << 4) : key);
+  };
   constexpr int kMTiles = (P::kM + P::kBM - 1) / P::kBM;
   AssumeShared(smem);
   const int batch = tile / kMTiles;
@@ -188,10 +190,12 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
 #pragma unroll
   for (int i = 0; i < kKeyTilesPerWarp; ++i) {
     const int key_tile = warp + i * kWarps;
-    const T* const key = kt + static_cast<long long>(key_tile < kKeyTiles ? key_tile * 8 + g : 0) * P::kKtSn;
+    const T* const key =
+        kt + static_cast<long long>(key_tile < kKeyTiles ? key_tile * 8 + g : 0) * P::kKtSn;
 #pragma unroll
     for (int s = 0; s < kDSteps; ++s) {
-      keys[i][s] = key_tile < kKeyTiles ? Load4(key + 16 * s + 4 * tq) : make_float4(0.f, 0.f, 0.f, 0.f);
+      keys[i][s] =
+          key_tile < kKeyTiles ? Load4(key + 16 * s + 4 * tq) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
   const bool has_columns = warp < kColumnTiles;
@@ -202,7 +206,8 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const long long key = 16 * s + 4 * tq + j;
-      values[s][j] = has_columns ? Load(v + key * P::kVSk + static_cast<long long>(column) * P::kVSn) : 0.f;
+      values[s][j] =
+          has_columns ? Load(v + key * P::kVSk + static_cast<long long>(column) * P::kVSn) : 0.f;
     }
   }
   FillSharedAt<kRows * P::kD>(
