@@ -106,6 +106,18 @@ def _fake_tools(tmp_path):
     return out, env
 
 
+def test_plan_shows_env_words_apart_from_the_defines_unglobbed(tmp_path):
+    (tmp_path / "Yes").write_text("")  # a file a glob of Y* would match
+    done = subprocess.run(["bash", SCRIPT, "--dry-run", "--rounds", "1", "a=",
+                           "b=X env:GPUOS_TORCH_OPEN_LATER=0 Y*"],
+                          capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.splitlines()[1]
+    assert line.startswith("round 1: b (GPUOS_JIT_DEFINES=")
+    defines, env = line.split("GPUOS_JIT_DEFINES=", 1)[1].split("): ", 1)[0].split("; env ")
+    assert shlex.split(defines) == ["X Y*"] and env == "GPUOS_TORCH_OPEN_LATER=0"
+
+
 def test_env_words_set_the_variants_environment_not_its_defines(tmp_path):
     out, env = _fake_tools(tmp_path)
     done = subprocess.run(["bash", SCRIPT, "--rounds", "1", "a=",

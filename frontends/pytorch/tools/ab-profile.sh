@@ -36,6 +36,19 @@ fail_usage() {
   exit 2
 }
 positive() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
+# split_words WORDS: a variant's words into jit (its GPUOS_JIT_DEFINES) and
+# env_set (its env:VAR=VALUE words, without env:), split on blanks, never
+# globbed.
+split_words() {
+  local -a all=()
+  local word
+  read -ra all <<<"$1"
+  jit=""
+  env_set=()
+  for word in "${all[@]+"${all[@]}"}"; do
+    if [[ "$word" == env:* ]]; then env_set+=("${word#env:}"); else jit+="${jit:+ }$word"; fi
+  done
+}
 
 rounds=2
 calls=300
@@ -66,9 +79,10 @@ while [[ $# -gt 0 ]]; do
       for seen in "${names[@]+"${names[@]}"}"; do
         [[ "$seen" != "$name" ]] || fail_usage "variant '$name' given twice"
       done
-      for word in ${1#*=}; do
-        [[ "$word" != env:* || "$word" =~ ^env:[A-Za-z_][A-Za-z0-9_]*= ]] ||
-          fail_usage "'$word' (in '$1'): env: takes VAR=VALUE"
+      split_words "${1#*=}"
+      for word in "${env_set[@]+"${env_set[@]}"}"; do
+        [[ "$word" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] ||
+          fail_usage "'env:$word' (in '$1'): env: takes VAR=VALUE"
       done
       names+=("$name"); defines+=("${1#*=}"); shift ;;
     *) fail_usage "'$1' is neither an option nor NAME=DEFINES" ;;
@@ -83,15 +97,18 @@ phase_case=()
 if [[ $dry_run == 1 ]]; then  # the arguments quoted as a shell would need them
   for ((r = 1; r <= rounds; r++)); do
     for i in "${!names[@]}"; do
-      printf "round %d: %s (GPUOS_JIT_DEFINES=%q): stitch_profile.py --calls %d" \
-        "$r" "${names[$i]}" "${defines[$i]}" "$calls"
+      split_words "${defines[$i]}"
+      printf "round %d: %s (GPUOS_JIT_DEFINES=%q%s): stitch_profile.py --calls %d" \
+        "$r" "${names[$i]}" "$jit" "${env_set[*]+; env ${env_set[*]}}" "$calls"
       [[ ${#case_args[@]} -eq 0 ]] || printf " %q" "${case_args[@]}"
       echo
     done
   done
   if [[ $phase == 1 ]]; then
     for i in "${!names[@]}"; do
-      printf "phase: %s (GPUOS_JIT_DEFINES=%q): phase_timing.py" "${names[$i]}" "${defines[$i]}"
+      split_words "${defines[$i]}"
+      printf "phase: %s (GPUOS_JIT_DEFINES=%q%s): phase_timing.py" "${names[$i]}" "$jit" \
+        "${env_set[*]+; env ${env_set[*]}}"
       [[ ${#phase_case[@]} -eq 0 ]] || printf " %q" "${phase_case[@]}"
       echo
     done
@@ -116,11 +133,9 @@ limit=${GPUOS_AB_TIMEOUT_S:-150}
 run() {
   local tag=$1 cache=$2 words=$3 script=$4
   shift 4
-  local jit="" word
-  local -a env_set=()
-  for word in $words; do  # env:VAR=VALUE words apart from the defines
-    if [[ "$word" == env:* ]]; then env_set+=("${word#env:}"); else jit+="${jit:+ }$word"; fi
-  done
+  local jit
+  local -a env_set
+  split_words "$words"
   mkdir -p "$work/$tag"
   echo "== $tag (GPUOS_JIT_DEFINES='$jit'${env_set[*]+; env ${env_set[*]}})" | tee -a "$log"
   (cd "$ROOT" && env "${env_set[@]+"${env_set[@]}"}" GPUOS_JIT_DEFINES="$jit" \
