@@ -536,13 +536,14 @@ TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
   EXPECT_TRUE(compiled.ok()) << compiled.ToString();
 }
 
-// The attention stage's A/B switches (JIT defines, stitch_attention.cuh):
+// The attention stage's A/B switches (JIT defines, stitch_attention.cuh and
+// stitch_attention_mma.cuh):
 // each still compiles at the benchmark's shapes, alone and with the one it
 // pairs with (the q rows' padding applies to the blocked key layout).
 TEST_F(StitchedProgramTest, AttentionCompilesWithEachOfItsSwitches) {
   for (const char* switches :
        {"GPUOS_STITCH_KEYS_BLOCKED", "GPUOS_STITCH_KEYS_BLOCKED GPUOS_STITCH_Q_UNPADDED",
-        "GPUOS_STITCH_VALUE_CHUNK_32", "GPUOS_STITCH_STORE_UNREAD"}) {
+        "GPUOS_STITCH_VALUE_CHUNK_32", "GPUOS_STITCH_STORE_UNREAD", "GPUOS_STITCH_MMA_LEAN"}) {
     SCOPED_TRACE(switches);
     ScopedEnv defines("GPUOS_JIT_DEFINES", switches);
     for (const StitchDesc& desc : {Attention(32), Attention(128), DecoderAttention()}) {

@@ -52,6 +52,17 @@ namespace device {
 namespace stitch {
 namespace mma {
 
+// GPUOS_STITCH_MMA_LEAN (a JIT define; an A/B switch, not yet measured on a
+// GPU): v's values loaded after the scores instead of with the keys (their
+// round trip then under the softmax) and one accumulator chain a key tile
+// instead of two, so that fewer registers live through the scores step (at
+// seq 128 the stage spilled 112 bytes with -maxrregcount=216, session 36).
+#ifdef GPUOS_STITCH_MMA_LEAN
+constexpr bool kLean = true;
+#else
+constexpr bool kLean = false;
+#endif
+
 // An f32 value as two TF32 values, x = hi + lo: hi rounded to TF32's 10
 // bits of mantissa (half an ulp added, the rest cut), lo = x - hi (exact),
 // whose low 13 bits the tensor cores ignore (2^-22 of x lost). Integer and
@@ -201,15 +212,18 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
   const bool has_columns = warp < kColumnTiles;
   const int column = warp * 8 + g;
   float values[kKeySteps][4];
+  const auto load_values = [&]() {
 #pragma unroll
-  for (int s = 0; s < kKeySteps; ++s) {
+    for (int s = 0; s < kKeySteps; ++s) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const long long key = 16 * s + 4 * tq + j;
-      values[s][j] =
-          has_columns ? Load(v + key * P::kVSk + static_cast<long long>(column) * P::kVSn) : 0.f;
+      for (int j = 0; j < 4; ++j) {
+        const long long key = 16 * s + 4 * tq + j;
+        values[s][j] =
+            has_columns ? Load(v + key * P::kVSk + static_cast<long long>(column) * P::kVSn) : 0.f;
+      }
     }
-  }
+  };
+  if constexpr (!mma::kLean) load_values();
   FillSharedAt<kRows * P::kD>(
       qs,
       [&](int i) {
@@ -228,7 +242,8 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
 
   // 2. Scores: each key tile's 16 x 8 over d, in two chains (even and odd
   // steps) of three terms a tile.
-  float acc[kKeyTilesPerWarp][2][3][4] = {};
+  constexpr int kScoreChains = mma::kLean ? 1 : 2;
+  float acc[kKeyTilesPerWarp][kScoreChains][3][4] = {};
 #pragma unroll
   for (int s = 0; s < kDSteps; ++s) {
     const float4 top = *reinterpret_cast<const float4*>(qs + g * kQRow + 16 * s + 4 * tq);
@@ -240,8 +255,8 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
       if (warp + i * kWarps >= kKeyTiles) continue;
       const mma::Split b_first[2] = {mma::SplitOf(keys[i][s].x), mma::SplitOf(keys[i][s].y)};
       const mma::Split b_second[2] = {mma::SplitOf(keys[i][s].z), mma::SplitOf(keys[i][s].w)};
-      mma::Product3(acc[i][s & 1], first, b_first);
-      mma::Product3(acc[i][s & 1], second, b_second);
+      mma::Product3(acc[i][s % kScoreChains], first, b_first);
+      mma::Product3(acc[i][s % kScoreChains], second, b_second);
     }
   }
   __syncthreads();  // every warp's q fragments read: the scores go over them
@@ -253,8 +268,9 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
 #pragma unroll
     for (int half = 0; half < 2; ++half) {  // rows g, g + 8
       const int row = g + 8 * half;
-      const float s0 = static_cast<float>(P::kAlpha) * mma::Total<2>(acc[i], 2 * half);
-      const float s1 = static_cast<float>(P::kAlpha) * mma::Total<2>(acc[i], 2 * half + 1);
+      const float s0 = static_cast<float>(P::kAlpha) * mma::Total<kScoreChains>(acc[i], 2 * half);
+      const float s1 =
+          static_cast<float>(P::kAlpha) * mma::Total<kScoreChains>(acc[i], 2 * half + 1);
       *reinterpret_cast<float2*>(qs + place(row, key)) = make_float2(s0, s1);
       if ((P::kStoreScores || kStoreUnread) && row_in(row)) {
         T* const at = scores + static_cast<long long>(m0 + row) * P::kSSm +
@@ -264,6 +280,7 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
       }
     }
   }
+  if constexpr (mma::kLean) load_values();  // in flight through the softmax
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 13);
 
