@@ -555,7 +555,7 @@ class Planner {
     // tiles take 16 queries (an m16 product's rows).
     at.mma = desc_.attention_mma && MmaFits(at, vec_keys(at.kt));
     if (at.mma) {
-      at.bm = static_cast<int>(std::min(kMmaQueriesPerTile, at.m));
+      at.bm = static_cast<int>(kMmaQueriesPerTile);  // MmaFits: at.m is at least that
       at.vec = 4;
     }
     Access access;

@@ -167,11 +167,15 @@ __device__ __forceinline__ bool PollWords(unsigned long long (&word)[N], const I
   }
 }
 
-// The sum of `v` over the warp, in every lane.
-template <typename C>
+// The sum of `v` over the warp (kLanes 16: over each half warp), in every
+// lane.
+template <typename C, int kLanes = 32>
 __device__ __forceinline__ C WarpSum(C v) {
+  static_assert(kLanes == 32 || kLanes == 16, "a warp or a half warp");
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
   return v;
 }
 
@@ -251,10 +255,13 @@ __device__ __forceinline__ bool ScatteredOwner(int lane) {
   return N >= 32 || lane % (32 / N) == 0;
 }
 
-template <typename C>
+// The maximum of `v` over the warp (kLanes 16: over each half warp), in
+// every lane.
+template <typename C, int kLanes = 32>
 __device__ __forceinline__ C WarpMax(C v) {
+  static_assert(kLanes == 32 || kLanes == 16, "a warp or a half warp");
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
     const C other = __shfl_xor_sync(0xffffffffu, v, offset);
     v = other > v ? other : v;
   }

@@ -63,12 +63,14 @@ constexpr bool kStoreUnread = false;
 
 // Step 3 for one row of the scores: its elements j = first, first +
 // stride, ... in `row` (the scratch) become the probabilities, there and
-// in `probs_row`; max_of and sum_of combine a value over the threads that
-// share the row (a warp's shuffles, or the block's through the scratch).
+// (where the stage stores them and `store`) in `probs_row`; max_of and
+// sum_of combine a value over the threads that share the row (a warp's
+// shuffles, or the block's through the scratch).
 template <class P, class MaxOf, class SumOf>
 __device__ __forceinline__ void SoftmaxRow(compute_type_t<typename P::T>* row,
                                            typename P::T* probs_row, int first, int stride,
-                                           const MaxOf& max_of, const SumOf& sum_of) {
+                                           const MaxOf& max_of, const SumOf& sum_of,
+                                           bool store = true) {
   using T = typename P::T;
   using C = compute_type_t<T>;
   C high = ::gpuos::lowest<C>();
@@ -84,8 +86,9 @@ __device__ __forceinline__ void SoftmaxRow(compute_type_t<typename P::T>* row,
   for (int j = first; j < P::kN; j += stride) {
     const C p = convert<C>(convert<T>(row[j] / sum));  // as softmax stores it
     row[j] = p;
-    if constexpr (P::kStoreProbs || kStoreUnread)
-      probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+    if constexpr (P::kStoreProbs || kStoreUnread) {
+      if (store) probs_row[static_cast<long long>(j) * P::kPrSn] = convert<T>(p);
+    }
   }
 }
 

@@ -30,8 +30,9 @@
 //    ([16][kN], over q's rows: a barrier first; odd rows' halves of 16
 //    swapped where the probabilities are not stored, so that the product's
 //    16-byte reads of rows g and g + 1 fall on other banks);
-// 3. softmax: a half warp per row (16 rows at once), on the row as the
-//    scratch holds it (its maximum and sum do not depend on the order);
+// 3. softmax: a half warp per row (16 rows at once, SoftmaxRow), on the
+//    row as the scratch holds it (its maximum and sum do not depend on the
+//    order);
 // 4. out: warp w computes output columns [8w, 8w + 8) over all keys, its A
 //    fragments read from the scratch, and stores them.
 //
@@ -111,18 +112,6 @@ __device__ __forceinline__ float Total(const float (&d)[kChains][3][4], int r) {
     large += d[c][2][r];
   }
   return large + small;
-}
-
-// The sum (kMax: the maximum) of `v` over the 16 lanes of a half warp, in
-// each of them.
-template <bool kMax>
-__device__ __forceinline__ float HalfWarp(float v) {
-#pragma unroll
-  for (int offset = 8; offset > 0; offset /= 2) {
-    const float other = __shfl_xor_sync(0xffffffffu, v, offset);
-    v = kMax ? (other > v ? other : v) : v + other;
-  }
-  return v;
 }
 
 // The A fragments of two k steps from a lane's four values of rows g
@@ -286,28 +275,13 @@ __device__ __forceinline__ void AttentionMma(const Tile& t, int tile, unsigned c
 
   // 3. Softmax: a half warp per row (all 16 rows at once), in the order
   // the scratch holds the row; rows past kBM or kM (zeros) too, their
-  // probabilities not stored. As SoftmaxRow computes it.
+  // probabilities not stored.
   {
     const int row = warp * 2 + (lane >> 4);
-    const int first = lane & 15;
-    float* const values_row = qs + row * P::kN;
-    float high = ::gpuos::lowest<float>();
-    for (int j = first; j < P::kN; j += 16) high = values_row[j] > high ? values_row[j] : high;
-    high = mma::HalfWarp<true>(high);
-    float sum = 0.f;
-    for (int j = first; j < P::kN; j += 16) {
-      const float e = exp(values_row[j] - high);
-      values_row[j] = e;
-      sum += e;
-    }
-    sum = mma::HalfWarp<false>(sum);
-    const bool store = (P::kStoreProbs || kStoreUnread) && row_in(row);
-    T* const probs_row = probs + static_cast<long long>(m0 + row) * P::kPrSm;
-    for (int j = first; j < P::kN; j += 16) {
-      const float p = values_row[j] / sum;
-      values_row[j] = p;
-      if (store) probs_row[static_cast<long long>(j) * P::kPrSn] = p;
-    }
+    const auto half_max = [](float x) { return WarpMax<float, 16>(x); };
+    const auto half_sum = [](float x) { return WarpSum<float, 16>(x); };
+    SoftmaxRow<P>(qs + row * P::kN, probs + static_cast<long long>(m0 + row) * P::kPrSm, lane & 15,
+                  16, half_max, half_sum, row_in(row));
   }
   static_assert(kRows == 2 * kWarps, "two rows a warp");
   __syncthreads();
