@@ -206,7 +206,6 @@ void AttentionCode(SourceWriter& w, const AttentionStage& at) {
   Constant(w, "int", "kBM", I(at.bm));
   Constant(w, "int", "kSplit", I(at.split));
   Constant(w, "int", "kVec", I(at.vec));
-  Constant(w, "bool", "kMma", at.mma ? "true" : "false");
   Constant(w, "bool", "kStoreScores", at.store_scores ? "true" : "false");
   Constant(w, "bool", "kStoreProbs", at.store_probs ? "true" : "false");
   w.Line("};");
