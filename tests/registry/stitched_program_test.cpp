@@ -543,7 +543,8 @@ TEST_F(StitchedProgramTest, ScratchReadersCompileWithTheHintSwitchedEitherWay) {
 TEST_F(StitchedProgramTest, AttentionCompilesWithEachOfItsSwitches) {
   for (const char* switches :
        {"GPUOS_STITCH_KEYS_BLOCKED", "GPUOS_STITCH_KEYS_BLOCKED GPUOS_STITCH_Q_UNPADDED",
-        "GPUOS_STITCH_VALUE_CHUNK_32", "GPUOS_STITCH_STORE_UNREAD", "GPUOS_STITCH_MMA_LEAN"}) {
+        "GPUOS_STITCH_VALUE_CHUNK_32", "GPUOS_STITCH_STORE_UNREAD",
+        "GPUOS_STITCH_MMA_EARLY_VALUES"}) {
     SCOPED_TRACE(switches);
     ScopedEnv defines("GPUOS_JIT_DEFINES", switches);
     for (const StitchDesc& desc : {Attention(32), Attention(128), DecoderAttention()}) {

@@ -21,10 +21,11 @@
 //
 // A tile, queries [m0, m0 + kBM) of one batch item (kBM <= 16; rows past
 // kBM or kM are zeros and never stored):
-// 1. after the wait, the keys of the warp's key tiles and the values of its
-//    column tile into registers, in flight with q's rows, which go to the
-//    scratch ([16][kD + 16]: the padding puts rows g and g + 1 on banks of
-//    their own), then into every warp's A fragments;
+// 1. after the wait, the keys of the warp's key tiles into registers, in
+//    flight with q's rows, which go to the scratch ([16][kD + 16]: the
+//    padding puts rows g and g + 1 on banks of their own), then into every
+//    warp's A fragments (the values of the warp's column tile are loaded
+//    after step 2, their round trip under the softmax: kLean);
 // 2. scores: warp w computes key tiles w and w + 8 (8 keys each) over all
 //    of d; scaled by kAlpha, stored to S where asked, and to the scratch
 //    ([16][kN], over q's rows: a barrier first; odd rows' halves of 16
@@ -53,15 +54,18 @@ namespace device {
 namespace stitch {
 namespace mma {
 
-// GPUOS_STITCH_MMA_LEAN (a JIT define; an A/B switch, not yet measured on a
-// GPU): v's values loaded after the scores instead of with the keys (their
-// round trip then under the softmax) and one accumulator chain a key tile
-// instead of two, so that fewer registers live through the scores step (at
-// seq 128 the stage spilled 112 bytes with -maxrregcount=216, session 36).
-#ifdef GPUOS_STITCH_MMA_LEAN
-constexpr bool kLean = true;
-#else
+// v's values are loaded after the scores (their round trip under the
+// softmax) and the scores keep one accumulator chain a key tile, so that
+// fewer registers live through the scores step: at seq 128 the stage's Run
+// spills 36 bytes with -maxrregcount=216 instead of 112, and its tile took
+// 5.66-5.70 us against 6.08-6.11 (H200, same-instance A/B, session 37:
+// bench/results/experiments/attention_mma_lean_ab_session37.txt; seq 32
+// unchanged). GPUOS_STITCH_MMA_EARLY_VALUES (a JIT define, an A/B switch)
+// restores session 36's form: values in flight with the keys, two chains.
+#ifdef GPUOS_STITCH_MMA_EARLY_VALUES
 constexpr bool kLean = false;
+#else
+constexpr bool kLean = true;
 #endif
 
 // An f32 value as two TF32 values, x = hi + lo: hi rounded to TF32's 10
