@@ -311,7 +311,14 @@ __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int 
                                                    unsigned long long sequence) {
   // Releases the tasks' results and acquires the other blocks' error
   // reports (each fenced before the count that made this one the last).
+#ifdef GPUOS_COMPLETE_FENCE_GPU
+  // An A/B switch (session 37, a JIT define): a gpu-scope fence, which
+  // orders the results in device memory (where the counts already put
+  // them) but not a task's stores to host memory.
+  __threadfence();
+#else
   __threadfence_system();
+#endif
   WorkerStatus* record = q.slot_status + slot;
   const unsigned int error = Volatile(&record->error);
   if (error != 0) {
