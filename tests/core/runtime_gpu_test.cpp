@@ -66,6 +66,7 @@ TEST_F(RuntimeGpuTest, ChainOfThousandsOfDependentTasks) {
   }
   ASSERT_TRUE(runtime->WaitUntilParked().ok());  // parking flushes the tile counts
   const RuntimeStats stats = runtime->stats();
+  EXPECT_FALSE(stats.device_memory_results);  // the system-scope fence by default
   EXPECT_EQ(stats.tasks_per_operator.at("add f32"), static_cast<std::uint64_t>(kSteps));
   EXPECT_GE(stats.tiles_completed, static_cast<std::uint64_t>(kSteps) * 3);
 }
@@ -247,6 +248,40 @@ TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
       EXPECT_EQ(DirectRunsSettled(*runtime, 300u), 300u) << config.blocks << " blocks";
     }
   }
+}
+
+// RuntimeConfig::device_memory_results (docs/runtime.md, "The completion's
+// fence"): completion words after a gpu-scope fence, on the direct path
+// (one tiled task a graph), the board path (32 tasks a graph) and a chain of
+// dependent tasks. Each round adds to the previous round's outputs, so a
+// Future that completed before its results were in device memory would
+// leave a round's addition out of the values read back at the end.
+TEST_F(RuntimeGpuTest, GpuScopeCompletionsKeepEveryResult) {
+  RuntimeConfig config;
+  config.device_memory_results = true;
+  OPEN_OR_SKIP(runtime, Open(config));
+  EXPECT_TRUE(runtime->stats().device_memory_results);
+  RunRoundsOfTiledAdds(*runtime, 65536, 1, 200, 8);
+  RunRoundsOfTiledAdds(*runtime, 20000, 32, 40, 2);
+  constexpr std::size_t kN = 4096;
+  auto x = Upload(*runtime, Filled(kN, 0.0f));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(x.ok() && ones.ok());
+  for (int round = 0; round < 100; ++round) {
+    TaskGraph graph(*runtime);
+    for (int i = 0; i < 10; ++i) {
+      std::vector<TaskId> deps;
+      if (i > 0) deps.push_back(static_cast<TaskId>(i - 1));
+      auto id = graph.Add("add", DType::kF32, {x->desc, ones->desc, x->desc}, {}, deps);
+      ASSERT_TRUE(id.ok()) << id.status().ToString();
+    }
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "round " << round;
+  }
+  auto out = Download(*runtime, *x);
+  ASSERT_TRUE(out.ok());
+  for (std::size_t i = 0; i < kN; ++i) ASSERT_FLOAT_EQ((*out)[i], 1000.0f) << "at " << i;
 }
 
 // Lone tiled tasks run as direct tiles (docs/runtime.md, "Direct tiles"):

@@ -328,6 +328,8 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   p.submission_capacity = subs;
   p.ready_capacity = ready;
   p.pollers = std::min(2u, blocks_);
+  p.completion_scope =
+      config.device_memory_results ? device::kCompletionScopeGpu : device::kCompletionScopeSystem;
   task_arena_ = RingArena(tasks);
   tensor_arena_ = RingArena(tensors);
   successor_arena_ = RingArena(edges);

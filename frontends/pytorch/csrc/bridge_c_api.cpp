@@ -120,6 +120,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
                           {"idle_park_us", s.idle_park.count()},
+                          {"completion_fence", s.device_memory_results ? "gpu" : "system"},
                           {"tasks_per_operator", s.tasks_per_operator},
                           {"device_name", runtime->runtime->device_name()}};
     // An image built with GPUOS_PHASE_TIMING (gpuos/device/phase_timing.cuh):

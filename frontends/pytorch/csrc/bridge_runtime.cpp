@@ -22,6 +22,12 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
   GPUOS_ASSIGN_OR_RETURN(const auto blocks,
                          GetEnvInteger("GPUOS_TORCH_BLOCKS", 1, 4096, "a worker block count"));
   if (blocks) config.blocks = static_cast<unsigned int>(*blocks);
+  // Every task writes CUDA tensors (device memory), so the completion word
+  // needs only a gpu-scope fence (docs/runtime.md, "The completion's fence");
+  // GPUOS_TORCH_GPU_FENCE=0 keeps the system-scope one (A/B runs).
+  GPUOS_ASSIGN_OR_RETURN(const auto gpu_fence,
+                         GetEnvInteger("GPUOS_TORCH_GPU_FENCE", 0, 1, "0 or 1"));
+  config.device_memory_results = gpu_fence.value_or(1) != 0;
   if (!options.repository_path.empty()) {
     config.repository_path = options.repository_path;
     return runtime::Runtime::Open(config);

@@ -220,6 +220,7 @@ def test_attention_and_outputs_are_torch_tensors(gpu):
     assert (out * 2).sum().isfinite()  # usable by PyTorch, freed by its allocator
     runtime_stats = gpuos.stats()["runtimes"]["cuda:0"]
     assert runtime_stats["submissions"] >= 1
+    assert runtime_stats["completion_fence"] == "gpu"  # CUDA tensors only: GPUOS_TORCH_GPU_FENCE
 
 
 def _sandwich(x, w):

@@ -332,6 +332,32 @@ def test_stream_orders_calls_that_do_not_wait_on_the_host(gpu):
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("switch, fence", [("1", "gpu"), ("0", "system")])
+def test_completion_fence_follows_its_switch_and_results_match(gpu, switch, fence):
+    """GPUOS_TORCH_GPU_FENCE (docs/runtime.md, "The completion's fence"): a
+    gpu-scope fence before each completion word by default, the system-scope
+    one with 0; every call's results right either way, each call reading the
+    one before's output (a result the host returned early would be stale)."""
+    script = textwrap.dedent("""
+        import math, torch, gpuos
+        def attention(q, k, v):
+            return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(8, 128, 64, device="cuda") for _ in range(3))
+        f = gpuos.compile(attention)
+        for _ in range(50):
+            want = attention(q, k, v)
+            got = f(q, k, v)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+            q = got
+        s = gpuos.stats()
+        assert s["compiled_calls"] == 50 and s["stitched_programs"] == 1, s
+        print("fence", s["runtimes"]["cuda:0"]["completion_fence"])
+    """)
+    done = _python(script, GPUOS_TORCH_GPU_FENCE=switch)
+    assert done.returncode == 0 and f"fence {fence}" in done.stdout, done.stdout + done.stderr
+
+
 def test_bad_host_wait_is_refused_by_name(gpu):
     script = "import torch, gpuos\nf = gpuos.compile(lambda x: x * 2 + 1)\n" \
              "f(torch.ones(4, device='cuda'))\n"

@@ -89,6 +89,15 @@ struct RuntimeConfig {
   // keeps, in all (each worker block keeps its newest trace_capacity /
   // blocks). 0 = off (the worker then pays one branch per task).
   unsigned int trace_capacity = 0;
+  // Whether every task's outputs are in device memory (never mapped host
+  // memory). The worker then publishes a completion word after a gpu-scope
+  // fence instead of a system-scope one (docs/runtime.md, "The completion's
+  // fence"): 0.3-1.2 us sooner a submission on an H200. A Future still
+  // completes only once the results are in device memory, where later GPU
+  // work and copies read them; a task's stores to mapped host memory would
+  // not be ordered before the word. The PyTorch frontend sets it (its tasks
+  // write CUDA tensors).
+  bool device_memory_results = false;
   // Plugins (docs/runtime.md, "Plugins"). Open loads the `.so` libraries of
   // these directories, then those of GPUOS_PLUGIN_PATH, before any device
   // work: a missing directory or a library that fails to load fails Open
@@ -143,6 +152,9 @@ struct RuntimeStats {
   // RuntimeConfig::idle_park as the worker got it (negative: 0), for
   // diagnostics that judge parks (frontends/pytorch/bench/park_probe.py).
   std::chrono::microseconds idle_park{0};
+  // RuntimeConfig::device_memory_results: completion words published after a
+  // gpu-scope fence (else a system-scope one).
+  bool device_memory_results = false;
   double worker_sm_clock_mhz = 0;  // measured by the worker over its last run (diagnostics)
   std::map<std::string, std::uint64_t> tasks_per_operator;  // "add f32" -> count
   std::uint64_t alias_flips = 0;       // live version changes without a new image

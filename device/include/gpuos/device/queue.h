@@ -445,7 +445,16 @@ struct alignas(16) QueueParams {
   // DirectSlot[submission_capacity], then kDirectAreaBytes per ring slot
   // (device memory, zeroed).
   unsigned long long direct;
+  // The fence before a completion word (CompleteSubmission):
+  // kCompletionScopeSystem, or kCompletionScopeGpu where every task's
+  // outputs are in device memory (RuntimeConfig::device_memory_results).
+  unsigned int completion_scope;
+  unsigned int reserved[3];
 };
+
+// QueueParams::completion_scope.
+constexpr unsigned int kCompletionScopeSystem = 0;
+constexpr unsigned int kCompletionScopeGpu = 1;
 
 static_assert(sizeof(Submission) == 64, "Submission layout changed: bump the ABI version");
 static_assert(sizeof(SubmissionSlot) == kSubmissionSlotWords * 16, "SubmissionSlot layout changed");
@@ -453,7 +462,7 @@ static_assert(sizeof(QueueControl) == 128, "QueueControl layout changed: bump th
 static_assert(sizeof(NodeState) == 32, "NodeState layout changed");
 static_assert(sizeof(DirectSlot) == 16, "DirectSlot layout changed: bump the ABI version");
 static_assert(sizeof(QueueDeviceState) == 640, "QueueDeviceState layout changed");
-static_assert(sizeof(QueueParams) == 208, "QueueParams layout changed: bump the ABI version");
+static_assert(sizeof(QueueParams) == 224, "QueueParams layout changed: bump the ABI version");
 static_assert(sizeof(SubmissionError) == 32,
               "SubmissionError layout changed: bump the ABI version");
 static_assert(sizeof(BlockActivity) == 16, "BlockActivity layout changed");

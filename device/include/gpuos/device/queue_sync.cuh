@@ -93,7 +93,8 @@ struct Queue {
   unsigned int ready_capacity;
   unsigned int diagnostic_blocks;
   unsigned int trace_per_block;
-  unsigned int pollers;  // QueueParams::pollers: blocks [0, pollers) poll at launch
+  unsigned int pollers;           // QueueParams::pollers: blocks [0, pollers) poll at launch
+  unsigned int completion_scope;  // QueueParams::completion_scope
 };
 
 __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
@@ -130,6 +131,7 @@ __device__ __forceinline__ Queue Unpack(const QueueParams& p) {
   q.diagnostic_blocks = p.diagnostic_blocks;
   q.trace_per_block = p.trace_per_block;
   q.pollers = p.pollers;
+  q.completion_scope = p.completion_scope;
   return q;
 }
 
@@ -311,14 +313,18 @@ __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int 
                                                    unsigned long long sequence) {
   // Releases the tasks' results and acquires the other blocks' error
   // reports (each fenced before the count that made this one the last).
-#ifdef GPUOS_COMPLETE_FENCE_GPU
-  // An A/B switch (session 37, a JIT define): a gpu-scope fence, which
-  // orders the results in device memory (where the counts already put
-  // them) but not a task's stores to host memory.
-  __threadfence();
-#else
-  __threadfence_system();
-#endif
+  // Where every task's outputs are in device memory (kCompletionScopeGpu),
+  // a gpu-scope fence: the results are in device memory before the word is
+  // stored, where later GPU work and copies read them. The system fence took
+  // 0.74-1.84 us of a call's completion where the gpu-scope one takes
+  // 0.51-0.64 (H200, session 37: bench/results/experiments/
+  // completion_fence_ab_session37.txt); it also orders a task's stores to
+  // mapped host memory, which the other does not.
+  if (q.completion_scope == kCompletionScopeGpu) {
+    __threadfence();
+  } else {
+    __threadfence_system();
+  }
   WorkerStatus* record = q.slot_status + slot;
   const unsigned int error = Volatile(&record->error);
   if (error != 0) {
