@@ -116,9 +116,6 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
   const unsigned long long sequence = DirectBoardSequence(board.sequence, *seen);
   if (sequence == *seen) return false;
   *seen = sequence;
-#ifdef GPUOS_DIRECT_POLLERS_HELP  // an A/B switch: blocks [0, helpers], as before
-  pollers = 0;
-#endif
   if (pollers + board.helpers < gridDim.x) {
     return blockIdx.x >= pollers && blockIdx.x < pollers + board.helpers;
   }

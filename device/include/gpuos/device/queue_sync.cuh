@@ -240,23 +240,18 @@ __device__ __forceinline__ unsigned long long PeekSubmission(const Queue& q,
   // load per poll, the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
   // bench/results/experiments/direct_tiles_session24.txt.)
   *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
-#ifndef GPUOS_CLAIM_HEAD_AFTER_TAIL
   // The head and the tail seen so far in flight with the tail's PCIe read
-  // (L2 loads that would otherwise follow it, one after the other): a head
-  // older than the tail's read costs at most a failed CAS (kContended).
+  // (L2 loads that would otherwise follow it, one after the other; session
+  // 31): a head older than the tail's read costs at most a failed CAS
+  // (kContended).
   const unsigned long long tail_seen = Volatile(&q.state->host_tail_seen);
   const unsigned long long head = Volatile(&q.state->submit_head);
-#endif
   unsigned long long tail;
   asm volatile("ld.acquire.sys.global.v2.u64 {%0, %1}, [%2];"
                : "=l"(tail), "=l"(*hint)
                : "l"(&q.control->submit_tail)
                : "memory");
   if (!kReadLoneHint) *hint = 0;
-#ifdef GPUOS_CLAIM_HEAD_AFTER_TAIL  // an A/B switch: the loads after the tail's, as before
-  const unsigned long long tail_seen = Volatile(&q.state->host_tail_seen);
-  const unsigned long long head = Volatile(&q.state->submit_head);
-#endif
   // A maximum: `tail_seen` is a PCIe round trip older than `tail`, and a
   // store could put back a smaller tail that another poller replaced.
   if (tail_seen < tail) atomicMax(&q.state->host_tail_seen, tail);
