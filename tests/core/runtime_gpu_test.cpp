@@ -253,9 +253,11 @@ TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
 // RuntimeConfig::device_memory_results (docs/runtime.md, "The completion's
 // fence"): completion words after a gpu-scope fence, on the direct path
 // (one tiled task a graph), the board path (32 tasks a graph) and a chain of
-// dependent tasks. Each round adds to the previous round's outputs, so a
-// Future that completed before its results were in device memory would
-// leave a round's addition out of the values read back at the end.
+// dependent tasks, each round adding to the previous round's outputs. The
+// copies read back after the last Future (the copy engine, not the worker)
+// must show every round's addition. The race the system fence guarded
+// against cannot be forced from here: this checks that every path stays
+// right without it.
 TEST_F(RuntimeGpuTest, GpuScopeCompletionsKeepEveryResult) {
   RuntimeConfig config;
   config.device_memory_results = true;

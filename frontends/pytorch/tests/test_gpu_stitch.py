@@ -336,8 +336,9 @@ def test_stream_orders_calls_that_do_not_wait_on_the_host(gpu):
 def test_completion_fence_follows_its_switch_and_results_match(gpu, switch, fence):
     """GPUOS_TORCH_GPU_FENCE (docs/runtime.md, "The completion's fence"): a
     gpu-scope fence before each completion word by default, the system-scope
-    one with 0; every call's results right either way, each call reading the
-    one before's output (a result the host returned early would be stale)."""
+    one with 0; every call's results right either way. Each call's q is the
+    one before's output, read right after the call returns by PyTorch's
+    kernels (the reference) and by the next call."""
     script = textwrap.dedent("""
         import math, torch, gpuos
         def attention(q, k, v):

@@ -92,7 +92,7 @@ struct RuntimeConfig {
   // Whether every task's outputs are in device memory (never mapped host
   // memory). The worker then publishes a completion word after a gpu-scope
   // fence instead of a system-scope one (docs/runtime.md, "The completion's
-  // fence"): 0.3-1.2 us sooner a submission on an H200. A Future still
+  // fence"): 0.2-1.2 us sooner a submission on an H200. A Future still
   // completes only once the results are in device memory, where later GPU
   // work and copies read them; a task's stores to mapped host memory would
   // not be ordered before the word. The PyTorch frontend sets it (its tasks
