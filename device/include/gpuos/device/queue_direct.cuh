@@ -60,9 +60,15 @@ namespace queue {
 
 // How long a helper waits for its submission's claim word to open (the
 // admitting block opens or closes it about 2-3 us after the claim; this is
-// a bound for the unexpected), and how long it naps between two looks.
+// a bound for the unexpected), and how long it naps between two looks
+// (GPUOS_DIRECT_POLL_NS, a JIT define, sets another nap for A/B runs: a
+// hundred helpers polling faster delayed the opening, AwaitDirectOpening;
+// the 16 to 64 of attention's calls have not been tried).
 constexpr unsigned long long kDirectOpenWaitNs = 50000;
-constexpr unsigned int kDirectPollNs = 256;
+#ifndef GPUOS_DIRECT_POLL_NS
+#define GPUOS_DIRECT_POLL_NS 256
+#endif
+constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 constexpr unsigned int kSlotWordsPerThread = kSubmissionSlotWords / kWorkerThreads;
