@@ -71,9 +71,21 @@ mkdir -p "$OUT"
 export PATH="/usr/local/cuda/bin:$PATH"
 status=0
 
+# GPUOS_COMMIT, else HEAD with "-modified" when tracked files differ from it:
+# the device's copy of the tree may sit beside an older .git (session 37 saw
+# one name 49be90c for four later trees), so pass GPUOS_COMMIT there.
+commit_label() {
+  if [[ -n "${GPUOS_COMMIT:-}" ]]; then echo "$GPUOS_COMMIT"; return; fi
+  local head
+  head=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null) || { echo unknown; return; }
+  if [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+    echo "$head-modified"
+  else
+    echo "$head"
+  fi
+}
 {
-  # The device copy of the tree is not a git checkout: pass GPUOS_COMMIT.
-  echo "commit: ${GPUOS_COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}"
+  echo "commit: $(commit_label)"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   nvcc --version | tail -1
 } | tee "$OUT/environment.txt"

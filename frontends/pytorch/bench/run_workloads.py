@@ -243,15 +243,31 @@ def run_case(case: workloads.Case, names: list[str], device: torch.device, count
     return rows
 
 
-def _environment(device: torch.device) -> dict:
+def commit_label(directory: str) -> str:
+    """GPUOS_COMMIT when set; else the checkout's HEAD, with "-modified"
+    appended when tracked files differ from it (local edits, or a copy of a
+    newer tree beside an older .git, as on the GPU machine): a result is
+    never labelled with a commit whose code it did not run. "unknown" without
+    git or a checkout."""
     commit = os.environ.get("GPUOS_COMMIT")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True,
-                                    text=True, timeout=10).stdout.strip() or "unknown"
-        except (OSError, subprocess.SubprocessError):
-            commit = "unknown"
-    env = {"commit": commit, "torch": torch.__version__, "cuda": torch.version.cuda,
+    if commit:
+        return commit
+    try:
+        head = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0 or not head.stdout.strip():
+            return "unknown"
+        changed = subprocess.run(["git", "-C", directory, "status", "--porcelain",
+                                  "--untracked-files=no"], capture_output=True, text=True,
+                                 timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    modified = changed.returncode != 0 or changed.stdout.strip() != ""
+    return head.stdout.strip() + ("-modified" if modified else "")
+
+
+def _environment(device: torch.device) -> dict:
+    env = {"commit": commit_label(HERE), "torch": torch.__version__, "cuda": torch.version.cuda,
            "python": platform.python_version(), "gpuos": getattr(gpuos, "__version__", None),
            "device": platform.processor() or platform.machine(), "driver": None}
     if device.type == "cuda":

@@ -192,3 +192,35 @@ def test_a_failing_floor_leaves_the_document_whole(tmp_path, monkeypatch):
     assert doc["floors_error"] == "RuntimeError: no traffic"
     with open(tmp_path / "pytorch_workloads.json") as f:
         assert json.load(f)["floors_error"] == "RuntimeError: no traffic"
+
+
+def test_commit_label_names_head_and_says_when_the_tree_differs(tmp_path, monkeypatch):
+    """A result is labelled with the commit whose code ran: GPUOS_COMMIT when
+    set, else HEAD, marked "-modified" when tracked files differ from it (on
+    the GPU machine the copied tree sits beside an older .git)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    monkeypatch.delenv("GPUOS_COMMIT", raising=False)
+    assert run_workloads.commit_label(str(tmp_path)) == "unknown"  # not a checkout
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                       env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-q", "-m", "first")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert run_workloads.commit_label(str(tmp_path)) == head
+    (tmp_path / "notes.txt").write_text("untracked files do not count\n")
+    assert run_workloads.commit_label(str(tmp_path)) == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert run_workloads.commit_label(str(tmp_path)) == head + "-modified"
+    monkeypatch.setenv("GPUOS_COMMIT", "abc1234")
+    assert run_workloads.commit_label(str(tmp_path)) == "abc1234"
