@@ -57,7 +57,8 @@ namespace mma {
 // v's values are loaded after the scores (their round trip under the
 // softmax) and the scores keep one accumulator chain a key tile, so that
 // fewer registers live through the scores step: at seq 128 the stage's Run
-// spills 36 bytes with -maxrregcount=216 instead of 112, and its tile took
+// spills 36 bytes with -maxrregcount=216 instead of 112 (ptxas -v:
+// bench/results/experiments/attention_mma_spills_session37.txt), and its tile took
 // 5.66-5.70 us against 6.08-6.11 (H200, same-instance A/B, session 37:
 // bench/results/experiments/attention_mma_lean_ab_session37.txt; seq 32
 // unchanged). GPUOS_STITCH_MMA_EARLY_VALUES (a JIT define, an A/B switch)
