@@ -11,7 +11,7 @@
 //         constexpr unsigned int kTiles[] = {24u, 8u}; tile.Poll(kStages, kTiles); }
 //       __syncthreads(); };  // one wait: tile.Poll(0, 24u)
 //     ::gpuos::device::stitch::Matmul<P>(tile, t, smem, wait);
-//     tile.Done(3);  // tile.DoneUnwaited(3) where no stage waits for s3
+//     tile.Done(3);  // tile.DoneUnwaited() where no stage waits for s3
 //   }
 //   }
 //
@@ -121,8 +121,8 @@ void RunHead(SourceWriter& w, const std::vector<Stage>& stages, const Stage& sta
 // The end of Run: the tile counted done.
 void RunTail(SourceWriter& w, const RunContext& run) {
   w.Line("  GPUOS_PHASE_MARK(phase_clock, 10);");
-  w.Line(std::string("  tile.") + (run.waited_for ? "Done(" : "DoneUnwaited(") + I(run.index) +
-         ");");
+  w.Line(run.waited_for ? "  tile.Done(" + I(run.index) + ");"
+                        : std::string("  tile.DoneUnwaited();"));
   w.Line("  GPUOS_PHASE_MARK(phase_clock, 11);");
   w.Line("}");
 }

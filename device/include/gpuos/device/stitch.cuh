@@ -360,10 +360,8 @@ class Tile {
   // stays: the task's counter is also read during the run (the Tile's
   // constructor, RunTag), and a warp of this tile that reads it after the
   // add would take the tile for the next run's (a flagged read would then
-  // wait for values that never come). `stage` names the stage in the
-  // generated code, as Done's does; nothing here reads it.
-  __device__ void DoneUnwaited(int stage) const {
-    (void)stage;
+  // wait for values that never come).
+  __device__ void DoneUnwaited() const {
     __syncthreads();
     if (threadIdx.x == 0) AddRelaxed(counters_ + stages_ * kCounterStride);
   }
