@@ -4,6 +4,7 @@
 // with the reason where there is no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -247,6 +248,23 @@ TEST_F(RuntimeGpuTest, LoneTiledTaskFinishesWithItsLastTile) {
     if (DirectTilesOn()) {
       EXPECT_EQ(DirectRunsSettled(*runtime, 300u), 300u) << config.blocks << " blocks";
     }
+  }
+}
+
+// RuntimeConfig::pollers: one poller alone, and more than the default (each
+// a block reading the host's tail at full rate), take every submission on
+// both paths (direct tiles and a board-path chain), with the count the grid
+// got in the stats; more pollers than blocks are capped at the blocks.
+TEST_F(RuntimeGpuTest, PollerCountsTakeEverySubmission) {
+  for (unsigned int pollers : {1u, 8u, 4096u}) {
+    RuntimeConfig config;
+    config.pollers = pollers;
+    if (pollers == 4096u) config.blocks = 3;
+    OPEN_OR_SKIP(runtime, Open(config));
+    const RuntimeStats opened = runtime->stats();
+    EXPECT_EQ(opened.worker_pollers, std::min(pollers, opened.worker_blocks)) << pollers;
+    RunRoundsOfTiledAdds(*runtime, 65536, 1, 100, 8);
+    RunRoundsOfTiledAdds(*runtime, 20000, 32, 20, 2);
   }
 }
 

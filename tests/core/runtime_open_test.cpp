@@ -32,5 +32,15 @@ TEST(RuntimeOpenTest, BadDeviceOrdinal) {
       << runtime.status().ToString();
 }
 
+TEST(RuntimeOpenTest, NoPollersIsRejectedBeforeAnyDeviceWork) {
+  RuntimeConfig config;
+  config.pollers = 0;
+  auto runtime = Runtime::Open(config);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), StatusCode::kInvalidArgument) << runtime.status().ToString();
+  EXPECT_NE(runtime.status().message().find("RuntimeConfig::pollers is 0"), std::string::npos)
+      << runtime.status().message();
+}
+
 }  // namespace
 }  // namespace gpuos::runtime

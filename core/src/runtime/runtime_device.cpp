@@ -53,6 +53,12 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
   // Plugins first: a bad plugin configuration is reported as such, with or
   // without a GPU, and before any device work.
   GPUOS_ASSIGN_OR_RETURN(plugins_, RuntimePlugins::Open(config.plugin_dirs, config.plugins));
+  if (config.pollers == 0) {
+    return InvalidArgument(
+        "RuntimeConfig::pollers is 0: at least one worker block must read the host's queue "
+        "(the default is 2)");
+  }
+  pollers_ = config.pollers;
   auto driver = LoadCudaDriver();
   if (!driver.ok()) {
     const std::string message = driver.status().message();
@@ -327,7 +333,7 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   p.successor_capacity = edges;
   p.submission_capacity = subs;
   p.ready_capacity = ready;
-  p.pollers = std::min(2u, blocks_);
+  p.pollers = std::min(pollers_, blocks_);
   p.completion_scope =
       config.device_memory_results ? device::kCompletionScopeGpu : device::kCompletionScopeSystem;
   task_arena_ = RingArena(tasks);

@@ -306,7 +306,7 @@ void RuntimeImpl::Commit(StagedImage staged) {
   NoteWorkerRegisters();
   blocks_ = pending_->blocks;
   blocks_hint_ = blocks_;
-  params_.pollers = std::min(2u, blocks_);
+  params_.pollers = std::min(pollers_, blocks_);
   image_ = std::move(staged.image);
   spec_sets_.push_back(std::move(pending_->specs));
   {

@@ -235,6 +235,7 @@ class RuntimeImpl final : public EpochDevice {
   CUstream copy_stream_ = nullptr;  // copies, non-blocking
   std::string device_name_;
   unsigned int blocks_ = 0;
+  unsigned int pollers_ = 2;  // RuntimeConfig::pollers (the grid gets at most blocks_)
   std::chrono::microseconds idle_park_{0};  // RuntimeConfig::idle_park, at least 0
   unsigned int multiprocessors_ = 1;
   std::atomic<unsigned int> blocks_hint_{0};  // blocks_, readable without the mutex

@@ -498,6 +498,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   RuntimeStats stats = stats_;
   stats.worker_blocks = blocks_;
+  stats.worker_pollers = std::min(pollers_, blocks_);
   stats.worker_registers = worker_registers_;
   stats.idle_park = idle_park_;
   stats.device_memory_results = params_.completion_scope == device::kCompletionScopeGpu;

@@ -119,6 +119,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"direct_submissions", s.direct_submissions},
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
+                          {"worker_pollers", s.worker_pollers},
                           {"idle_park_us", s.idle_park.count()},
                           {"completion_fence", s.device_memory_results ? "gpu" : "system"},
                           {"tasks_per_operator", s.tasks_per_operator},

@@ -22,6 +22,10 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
   GPUOS_ASSIGN_OR_RETURN(const auto blocks,
                          GetEnvInteger("GPUOS_TORCH_BLOCKS", 1, 4096, "a worker block count"));
   if (blocks) config.blocks = static_cast<unsigned int>(*blocks);
+  // Worker blocks reading the host's queue (RuntimeConfig::pollers; A/B runs).
+  GPUOS_ASSIGN_OR_RETURN(const auto pollers,
+                         GetEnvInteger("GPUOS_TORCH_POLLERS", 1, 64, "a poller count"));
+  if (pollers) config.pollers = static_cast<unsigned int>(*pollers);
   // Every task writes CUDA tensors (device memory), so the completion word
   // needs only a gpu-scope fence (docs/runtime.md, "The completion's fence");
   // GPUOS_TORCH_GPU_FENCE=0 keeps the system-scope one (A/B runs).

@@ -114,6 +114,18 @@ def test_bad_worker_block_count_is_refused_by_name(monkeypatch, value):
         _C.Runtime(0)
 
 
+@pytest.mark.parametrize("value", ["0", "x", "65"])
+def test_bad_poller_count_is_refused_by_name(monkeypatch, value):
+    # Checked before any CUDA call, so this runs without a GPU too.
+    try:
+        from gpuos import _C
+    except ImportError as error:
+        pytest.skip(f"the extension is not built: {error}")
+    monkeypatch.setenv("GPUOS_TORCH_POLLERS", value)
+    with pytest.raises(RuntimeError, match="GPUOS_TORCH_POLLERS must be a poller count"):
+        _C.Runtime(0)
+
+
 def test_stats_count_stitched_programs_and_why_others_are_not():
     from gpuos import _runtime
 

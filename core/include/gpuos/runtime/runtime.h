@@ -60,6 +60,13 @@ struct RuntimeConfig {
   // Worker grid; 0 = one block per SM. Capped at the blocks that fit on the
   // device at once (all must be resident).
   unsigned int blocks = 0;
+  // Blocks that read the host's queue tail at full rate (one PCIe round trip
+  // a look; docs/runtime.md, "Parking and relaunch"): more of them notice a
+  // submission sooner on average, each adding its reads of mapped memory
+  // while idle. At least 1; capped at the grid's blocks. Every idle block
+  // reading host memory made round trips 60-540 us on an H100, so keep it
+  // small.
+  unsigned int pollers = 2;
   // Queue sizes. A graph must fit: tasks <= task_capacity, distinct tensors
   // <= tensor_capacity, edges + roots <= successor_capacity. When they are
   // full, Submit waits (backpressure) until older submissions finish. Each
@@ -146,6 +153,7 @@ struct RuntimeStats {
   // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
   unsigned int worker_blocks = 0;
+  unsigned int worker_pollers = 0;  // RuntimeConfig::pollers as the grid gets it
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
   // most device::kWorkerMaxRegisters, which leaves room for other kernels).
   unsigned int worker_registers = 0;
