@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "gpuos/cuda_driver.h"
 #include "gpuos/registry/pack_loader.h"
 #include "runtime_gpu_fixture.h"
 #include "runtime_test_util.h"
@@ -198,6 +199,22 @@ TEST_F(RuntimeGpuTest, WorkerLeavesRegistersForOtherKernels) {
   const unsigned int per_warp = (stats.worker_registers * 32 + 255) / 256 * 256;
   const unsigned int left = 65536 - per_warp * (device::kWorkerThreads / 32);
   EXPECT_GE(left, 256u * 40u) << "a 256-thread block of 40 registers must fit beside the worker";
+}
+
+// The context's per-thread stack covers the worker's local memory from Open
+// on (RuntimeImpl::ReserveWorkerStack): had the driver to grow it at the
+// worker's first launch, that launch would wait for every stream to go idle,
+// and a Submit ordered after a stream held back by the host would never
+// return (runtime_streams_gpu_test hung so at 48af683: the worker's 1032
+// bytes against the default 1024).
+TEST_F(RuntimeGpuTest, WorkerStackIsReservedAtOpen) {
+  OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
+  const RuntimeStats stats = runtime->stats();
+  auto driver = LoadCudaDriver();
+  ASSERT_TRUE(driver.ok()) << driver.status().ToString();
+  std::size_t stack_bytes = 0;
+  ASSERT_EQ((*driver)->cuCtxGetLimit(&stack_bytes, CU_LIMIT_STACK_SIZE), CUDA_SUCCESS);
+  EXPECT_LE(stats.worker_local_bytes, stack_bytes);
 }
 
 // 32 independent tiled adds at once, 40 times: more tiled tasks announce

@@ -42,6 +42,8 @@
   X(cuCtxSetCurrent)                   \
   X(cuCtxGetCurrent)                   \
   X(cuCtxSynchronize)                  \
+  X(cuCtxGetLimit)                     \
+  X(cuCtxSetLimit)                     \
   X(cuModuleLoadData)                  \
   X(cuModuleUnload)                    \
   X(cuModuleGetFunction)               \

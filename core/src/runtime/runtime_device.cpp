@@ -215,8 +215,10 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
                          "; rebuild it (gpuos-registry build)");
     }
     GPUOS_RETURN_IF_ERROR(alias_table);
-    return Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
-                "cuModuleGetFunction(gpuos_queue_worker)");
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
+             "cuModuleGetFunction(gpuos_queue_worker)"));
+    return ReserveWorkerStack(*worker);
   }();
   if (!checked.ok()) {
     (void)driver_->cuModuleUnload(loaded);
@@ -464,12 +466,34 @@ Expected<DeviceBuffer> RuntimeImpl::ImageGlobal(const std::string& symbol) const
 std::string Runtime::device_name() const { return impl_->device_name(); }
 unsigned int Runtime::worker_blocks() const { return impl_->blocks(); }
 
+Status RuntimeImpl::ReserveWorkerStack(CUfunction worker) {
+  int local_bytes = 0;
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuFuncGetAttribute(&local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, worker),
+           "cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, gpuos_queue_worker)"));
+  std::size_t stack_bytes = 0;
+  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuCtxGetLimit(&stack_bytes, CU_LIMIT_STACK_SIZE),
+                             "cuCtxGetLimit(CU_LIMIT_STACK_SIZE)"));
+  if (local_bytes <= 0 || static_cast<std::size_t>(local_bytes) <= stack_bytes) {
+    return Status::Ok();
+  }
+  return Cuda(driver_->cuCtxSetLimit(CU_LIMIT_STACK_SIZE, static_cast<std::size_t>(local_bytes)),
+              "cuCtxSetLimit(CU_LIMIT_STACK_SIZE, " + std::to_string(local_bytes) +
+                  ": the worker's local memory a thread)");
+}
+
 void RuntimeImpl::NoteWorkerRegisters() {
   int registers = 0;
   worker_registers_ = driver_->cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS,
                                                   queue_worker_) == CUDA_SUCCESS
                           ? static_cast<unsigned int>(registers)
                           : 0u;
+  int local_bytes = 0;
+  worker_local_bytes_ =
+      driver_->cuFuncGetAttribute(&local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                                  queue_worker_) == CUDA_SUCCESS
+          ? static_cast<unsigned int>(std::max(local_bytes, 0))
+          : 0u;
 }
 Status Runtime::Shutdown() {
   impl_->StopControlServer();

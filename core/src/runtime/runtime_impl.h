@@ -158,8 +158,16 @@ class RuntimeImpl final : public EpochDevice {
 
  private:
   Status LoadImage(const RuntimeConfig& config);
-  // Records queue_worker_'s register count (worker_registers_).
+  // Records queue_worker_'s register count and local memory (worker_registers_,
+  // worker_local_bytes_).
   void NoteWorkerRegisters();
+  // Raises the context's per-thread stack (CU_LIMIT_STACK_SIZE) to the
+  // worker's local memory where that is larger. Otherwise the driver grows
+  // it at the worker's first launch, which waits for every stream of the
+  // context to go idle: a Submit ordered after a stream held back by the
+  // host (or by a wait on gpuos itself) would never return. Called where an
+  // image is loaded, when no worker runs (module loads wait for that anyway).
+  Status ReserveWorkerStack(CUfunction worker);
   // Builds an image of `specs` for this device (the repository, when there
   // is one, is the build cache). Takes no lock.
   Expected<StagedImage> BuildStaged(std::vector<registry::OperatorSpec> specs,
@@ -231,8 +239,9 @@ class RuntimeImpl final : public EpochDevice {
   // (NoteWorkerRegisters; Stats() makes no driver call: it is valid after
   // Shutdown too).
   unsigned int worker_registers_ = 0;
-  CUstream stream_ = nullptr;       // the worker's, non-blocking
-  CUstream copy_stream_ = nullptr;  // copies, non-blocking
+  unsigned int worker_local_bytes_ = 0;  // CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, noted with it
+  CUstream stream_ = nullptr;            // the worker's, non-blocking
+  CUstream copy_stream_ = nullptr;       // copies, non-blocking
   std::string device_name_;
   unsigned int blocks_ = 0;
   unsigned int pollers_ = 2;  // RuntimeConfig::pollers (the grid gets at most blocks_)

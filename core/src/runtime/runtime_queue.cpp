@@ -500,6 +500,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   stats.worker_blocks = blocks_;
   stats.worker_pollers = std::min(pollers_, blocks_);
   stats.worker_registers = worker_registers_;
+  stats.worker_local_bytes = worker_local_bytes_;
   stats.idle_park = idle_park_;
   stats.device_memory_results = params_.completion_scope == device::kCompletionScopeGpu;
   stats.retired_images = retired_modules_.size();

@@ -157,6 +157,10 @@ struct RuntimeStats {
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at
   // most device::kWorkerMaxRegisters, which leaves room for other kernels).
   unsigned int worker_registers = 0;
+  // Local memory a thread of the loaded worker takes
+  // (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: its stack frame and spills); the
+  // context's stack limit is raised to it when the image is loaded.
+  unsigned int worker_local_bytes = 0;
   // RuntimeConfig::idle_park as the worker got it (negative: 0), for
   // diagnostics that judge parks (frontends/pytorch/bench/park_probe.py).
   std::chrono::microseconds idle_park{0};
