@@ -66,6 +66,18 @@ constexpr unsigned int kBusyIdleSleepNs = 256;
 #define GPUOS_HELPER_EARLY_CLAIM 1
 #endif
 constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_POLLER_QUIET_NS=N): while a
+// submission is in flight, a poller reads the host's tail at most every N ns
+// (0, the default: at full rate, as always). Eight pollers made every fence
+// and PCIe read of a call several times slower (H200, session 38: bench/
+// results/experiments/pollers_ab_session38.txt), so two may cost a call's
+// fences something too. Never 0 while in flight: a submission at a gate may
+// wait for a stream that waits for a later submission, which must be
+// picked up.
+#ifndef GPUOS_POLLER_QUIET_NS
+#define GPUOS_POLLER_QUIET_NS 0
+#endif
+constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -997,6 +1009,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // Thread 0's: the last submission the direct board named that this block
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
+  unsigned long long peeked_ns = 0;  // thread 0's: its last read of the tail (kPollerQuietNs)
   if (threadIdx.x == 0) {
     park_watch =
         ParkWatch{gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kRunning, 0), {}};
@@ -1026,6 +1039,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       } else if (value != kNone) {
         next = kRun;
         batch_count = count;
+      } else if (kPollerQuietNs != 0 && poller && Volatile(&q.state->in_flight) != 0 &&
+                 GlobalTimerNs() - peeked_ns < kPollerQuietNs) {
+        // Quiet while a submission runs (kPollerQuietNs): idle this round.
       } else if (poller || ((idle_rounds & 7u) == 7u &&
                             Volatile(&q.state->host_tail_seen) > Volatile(&q.state->submit_head))) {
         // An idle poller looked in its last round (ShouldPark); a poller
@@ -1037,6 +1053,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         bool direct = false;
         unsigned long long claim_hint = 0;  // the lone hint read with the tail
         GPUOS_PHASE_BEGIN(claim_clock);
+        if (kPollerQuietNs != 0) peeked_ns = GlobalTimerNs();
         value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
         if (value != kNone) {
           GPUOS_PHASE_MARK(claim_clock, 28);

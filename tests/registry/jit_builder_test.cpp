@@ -401,8 +401,10 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
     const char* phase_timing;
   };
   // Two builds (about 8 s each here): the phase marks, and the board path
-  // alone (direct tiles off: docs/runtime.md, "Direct tiles") with them.
-  for (const Variant& variant : {Variant{"", "1"}, Variant{"GPUOS_DIRECT_TILES=0", "1"}}) {
+  // alone (direct tiles off: docs/runtime.md, "Direct tiles") with them and
+  // with quiet pollers (GPUOS_POLLER_QUIET_NS, queue_worker.cu).
+  for (const Variant& variant :
+       {Variant{"", "1"}, Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000", "1"}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});
