@@ -78,6 +78,15 @@ constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
 #define GPUOS_POLLER_QUIET_NS 0
 #endif
 constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_POLLER_FLAGS_EVERY=N): a poller
+// reads the host's stop and keep_warm word with every Nth read of the tail
+// instead of every one (1, the default), for half the pollers' PCIe reads;
+// a stop or keep_warm is then seen up to N rounds later.
+#ifndef GPUOS_POLLER_FLAGS_EVERY
+#define GPUOS_POLLER_FLAGS_EVERY 1
+#endif
+constexpr unsigned int kPollerFlagsEvery = GPUOS_POLLER_FLAGS_EVERY;
+static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1010,6 +1019,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
   unsigned long long peeked_ns = 0;  // thread 0's: its last read of the tail (kPollerQuietNs)
+  unsigned int peeks = 0;            // thread 0's: its reads of the tail (kPollerFlagsEvery)
   if (threadIdx.x == 0) {
     park_watch =
         ParkWatch{gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kRunning, 0), {}};
@@ -1054,7 +1064,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         unsigned long long claim_hint = 0;  // the lone hint read with the tail
         GPUOS_PHASE_BEGIN(claim_clock);
         if (kPollerQuietNs != 0) peeked_ns = GlobalTimerNs();
-        value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
+        if (kPollerFlagsEvery == 1) {
+          value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
+        } else {
+          value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint,
+                                 peeks++ % kPollerFlagsEvery == 0);
+        }
         if (value != kNone) {
           GPUOS_PHASE_MARK(claim_clock, 28);
           // The claim after the read (its atomics: 0.33 us at attention seq

@@ -402,9 +402,12 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   };
   // Two builds (about 8 s each here): the phase marks, and the board path
   // alone (direct tiles off: docs/runtime.md, "Direct tiles") with them and
-  // with quiet pollers (GPUOS_POLLER_QUIET_NS, queue_worker.cu).
+  // with quiet pollers that read the host's flags less often
+  // (GPUOS_POLLER_QUIET_NS, GPUOS_POLLER_FLAGS_EVERY: queue_worker.cu).
   for (const Variant& variant :
-       {Variant{"", "1"}, Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000", "1"}}) {
+       {Variant{"", "1"},
+        Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8",
+                "1"}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});

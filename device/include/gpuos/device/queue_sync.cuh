@@ -230,16 +230,23 @@ __device__ __forceinline__ void PostDirectBoard(const Queue& q, unsigned long lo
 //
 // Only submissions below `claim_below` are claimed (a block that announced
 // the park runs only those published before; queue_worker.cu, ParkWatch).
+//
+// `read_flags` false leaves *host_flags as an earlier read left them (an A/B
+// experiment, GPUOS_POLLER_FLAGS_EVERY in queue_worker.cu: one PCIe read a
+// poll instead of two).
 __device__ __forceinline__ unsigned long long PeekSubmission(const Queue& q,
                                                              unsigned long long* host_flags,
                                                              unsigned long long claim_below,
-                                                             unsigned long long* hint) {
+                                                             unsigned long long* hint,
+                                                             bool read_flags = true) {
   // The flags issued before the acquiring load, so that both are in flight
   // together; the tail and the hint in one 16-byte load, so that a new tail
   // comes with its hint. (Read as a separate load beside the tail, a third
   // load per poll, the hint made calls 3-7 us slower, GPUOS_DIRECT_TILES=2 in
   // bench/results/experiments/direct_tiles_session24.txt.)
-  *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+  if (read_flags) {
+    *host_flags = Volatile(reinterpret_cast<const unsigned long long*>(&q.control->stop));
+  }
   // The head and the tail seen so far in flight with the tail's PCIe read
   // (L2 loads that would otherwise follow it, one after the other; session
   // 31): a head older than the tail's read costs at most a failed CAS
