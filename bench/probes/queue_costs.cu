@@ -35,8 +35,16 @@
 //   fence_acq_rel_after_16B_store / _1KiB_store  the same after 16 bytes stored by thread 0,
 //                        or 1 KiB by 64 threads (a stitched stage tile's small output)
 //
+// With --pollers N, N more blocks (each on an SM of its own: one 256-thread
+// block fits an SM with __launch_bounds__(256, 1) only as the grid is small)
+// poll a host word as the worker's pollers do (PeekSubmission: an 8-byte
+// volatile load and a 16-byte ld.acquire.sys, in flight together, a 64 ns
+// nap) while block 0 times the rows: what the pollers' reads of mapped memory
+// cost the other blocks' steps (session 38: eight pollers made a call's fences
+// several times slower; bench/results/experiments/pollers_ab_session38.txt).
+//
 //   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/queue_costs.cu -o /tmp/queue_costs \
-//     && /tmp/queue_costs [--reps 2000]
+//     && /tmp/queue_costs [--reps 2000] [--pollers 0]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -99,9 +107,35 @@ __device__ int ReadWords(const int4* base, int words) {
   return sum;
 }
 
+// Blocks 1..N of the grid: poll host_word[32..33] (a line of its own) as
+// the worker's pollers read the tail, until block 0 sets *done.
+__device__ void Poll(const unsigned long long* host_word, const volatile unsigned int* done,
+                     unsigned long long* polls) {
+  if (threadIdx.x != 0) return;
+  unsigned long long sum = 0, count = 0;
+  while (*done == 0) {
+    const unsigned long long flags = *reinterpret_cast<const volatile unsigned long long*>(
+        host_word + 34);
+    unsigned long long tail, hint;
+    asm volatile("ld.acquire.sys.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(tail), "=l"(hint)
+                 : "l"(host_word + 32)
+                 : "memory");
+    sum += flags ^ tail ^ hint;
+    ++count;
+    __nanosleep(64);
+  }
+  atomicAdd(polls, count + (sum == 0x7fffffffffffffffull ? 1 : 0));
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
     Probe(const int4* host_slot, unsigned long long* host_word, unsigned int* dev_counters,
-          int4* dev_out, long long* cycles, int reps, unsigned long long* clock_ns) {
+          int4* dev_out, long long* cycles, int reps, unsigned long long* clock_ns,
+          unsigned int* done, unsigned long long* polls) {
+  if (blockIdx.x != 0) {
+    Poll(host_word, done, polls);
+    return;
+  }
   __shared__ int sink;
   if (threadIdx.x == 0) sink = 0;
   const long long c0 = clock64();
@@ -223,6 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     clock_ns[0] = static_cast<unsigned long long>(clock64() - c0);
     clock_ns[1] = NowNs() - t0;
     clock_ns[2] = sink;
+    *reinterpret_cast<volatile unsigned int*>(done) = 1u;
   }
 }
 
@@ -236,16 +271,26 @@ bool Ok(cudaError_t e, const char* what) {
 
 int main(int argc, char** argv) {
   int reps = 2000;
+  int pollers = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--pollers") == 0 && i + 1 < argc) {
+      pollers = std::atoi(argv[++i]);
     } else {
-      std::printf("usage: %s [--reps N]   (N >= 10, default 2000)\n", argv[0]);
+      std::printf(
+          "usage: %s [--reps N] [--pollers P]   (N >= 10, default 2000; P blocks polling "
+          "a host word meanwhile, 0-64, default 0)\n",
+          argv[0]);
       return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
     }
   }
   if (reps < 10) {
     std::printf("--reps must be at least 10\n");
+    return 2;
+  }
+  if (pollers < 0 || pollers > 64) {
+    std::printf("--pollers must be from 0 to 64\n");
     return 2;
   }
   cudaDeviceProp prop;
@@ -261,6 +306,12 @@ int main(int argc, char** argv) {
   int4* out = nullptr;
   long long* cycles = nullptr;
   unsigned long long* clock_ns = nullptr;
+  unsigned int* done = nullptr;
+  unsigned long long* polls = nullptr;
+  if (!Ok(cudaMalloc(&done, 256), "cudaMalloc") || !Ok(cudaMalloc(&polls, 256), "cudaMalloc") ||
+      !Ok(cudaMemset(done, 0, 256), "cudaMemset") || !Ok(cudaMemset(polls, 0, 256), "cudaMemset")) {
+    return 1;
+  }
   if (!Ok(cudaMalloc(&counters, 4096), "cudaMalloc") ||
       !Ok(cudaMalloc(&out, kThreads * 4 * 16), "cudaMalloc") ||
       !Ok(cudaMalloc(&cycles, sizeof(long long) * kCases * reps), "cudaMalloc") ||
@@ -271,15 +322,20 @@ int main(int argc, char** argv) {
   auto* slot = static_cast<const int4*>(host_dev);
   auto* word =
       reinterpret_cast<unsigned long long*>(static_cast<char*>(host_dev) + kSlotWords * 16);
-  Probe<<<1, kThreads>>>(slot, word, counters, out, cycles, reps, clock_ns);
+  Probe<<<1 + pollers, kThreads>>>(slot, word, counters, out, cycles, reps, clock_ns, done,
+                                   polls);
   if (!Ok(cudaDeviceSynchronize(), "the probe kernel")) return 1;
+  unsigned long long poll_count = 0;
+  cudaMemcpy(&poll_count, polls, sizeof(poll_count), cudaMemcpyDeviceToHost);
   std::vector<long long> c(static_cast<std::size_t>(kCases) * reps);
   unsigned long long clk[3];
   cudaMemcpy(c.data(), cycles, c.size() * sizeof(long long), cudaMemcpyDeviceToHost);
   cudaMemcpy(clk, clock_ns, sizeof(clk), cudaMemcpyDeviceToHost);
   const double ns_per_cycle = static_cast<double>(clk[1]) / static_cast<double>(clk[0]);
-  std::printf("{\"probe\": \"bench/probes/queue_costs.cu\", \"device\": \"%s\", \"reps\": %d,\n",
-              prop.name, reps);
+  std::printf(
+      "{\"probe\": \"bench/probes/queue_costs.cu\", \"device\": \"%s\", \"reps\": %d,\n"
+      " \"pollers\": %d, \"polls\": %llu, \"run_ns\": %llu,\n",
+      prop.name, reps, pollers, poll_count, clk[1]);
   std::printf(
       " \"sm_mhz\": %.0f, \"note\": \"medians in ns, one 256-thread block, "
       "each row minus nothing (the empty row is the barriers' own cost)\",\n",
