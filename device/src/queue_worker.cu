@@ -1083,6 +1083,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
             GPUOS_PHASE_MARK(claim_clock, 25);
             next = direct ? kAdmitDirect : kAdmit;
             if (direct) direct_seen = value + 1;  // its own board word is not news
+            if (kSlotUsedWords && direct) direct_words = gpuos::device::LoneHintWords(claim_hint);
             if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
           }
         }
@@ -1143,7 +1144,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       bool first_claimed = false;
       SlotWords words;
       GPUOS_PHASE_BEGIN(read_clock);
-      ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
+      if (kSlotUsedWords && current == kAdmitDirect) {
+        ReadSlotUsed(q, static_cast<unsigned int>(value % q.submission_capacity), direct_words,
+                     words);
+      } else {
+        ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
+      }
       ParseSlot(words, &slot_record, &slot_gate_word);
       GPUOS_PHASE_MARK(read_clock, 24);
       // A lone tiled task runs directly where it can (OpenAndRunDirect: its

@@ -400,14 +400,16 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
     const char* defines;
     const char* phase_timing;
   };
-  // Two builds (about 8 s each here): the phase marks, and the board path
+  // Three builds (about 8 s each here): the phase marks, the board path
   // alone (direct tiles off: docs/runtime.md, "Direct tiles") with them and
   // with quiet pollers that read the host's flags less often
-  // (GPUOS_POLLER_QUIET_NS, GPUOS_POLLER_FLAGS_EVERY: queue_worker.cu).
+  // (GPUOS_POLLER_QUIET_NS, GPUOS_POLLER_FLAGS_EVERY: queue_worker.cu), and
+  // direct admissions that read only the slot's used words
+  // (GPUOS_SLOT_USED_WORDS: queue_direct.cuh).
   for (const Variant& variant :
        {Variant{"", "1"},
-        Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8",
-                "1"}}) {
+        Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8", "1"},
+        Variant{"GPUOS_SLOT_USED_WORDS=1", nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});

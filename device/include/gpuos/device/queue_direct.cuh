@@ -94,6 +94,31 @@ __device__ __forceinline__ void ReadSlot(const Queue& q, unsigned int slot, Slot
   }
 }
 
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_SLOT_USED_WORDS=1): a claim the
+// host's lone hint announced (queue_worker.cu, kAdmitDirect) reads only the
+// slot's first `used` words (the record and the inline graph, as the hint
+// counts them) and its last (the gate word), a few PCIe requests instead of
+// 64; the other words are left zero and never read. The probe's 64 words and
+// the last took 1.4-1.5 us against the whole slot's 1.5-1.6 (docs/runtime.md,
+// "What the steps cost by themselves"). 0, the default: the whole slot.
+#ifndef GPUOS_SLOT_USED_WORDS
+#define GPUOS_SLOT_USED_WORDS 0
+#endif
+constexpr bool kSlotUsedWords = GPUOS_SLOT_USED_WORDS != 0;
+
+// All threads: ring slot `slot`'s words [0, used) and its last word, the
+// loads in flight together; the others zero.
+__device__ __forceinline__ void ReadSlotUsed(const Queue& q, unsigned int slot, unsigned int used,
+                                             SlotWords& words) {
+  const int4* slot_words = reinterpret_cast<const int4*>(q.submissions + slot);
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int w = threadIdx.x + j * blockDim.x;
+    words.w[j] =
+        w < used || w == kSubmissionSlotWords - 1 ? __ldcv(slot_words + w) : make_int4(0, 0, 0, 0);
+  }
+}
+
 // All threads: the record and the gate word of `words` into the shared
 // *sub and *gate_word. Ends with a barrier.
 __device__ __forceinline__ void ParseSlot(const SlotWords& words, Submission* sub,
