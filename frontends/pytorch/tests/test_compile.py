@@ -102,27 +102,19 @@ def test_available_reports_why_without_gpu():
     assert "no CUDA device" in why or "extension" in why
 
 
-@pytest.mark.parametrize("value", ["0", "abc", "12x", "5000", "-1"])
-def test_bad_worker_block_count_is_refused_by_name(monkeypatch, value):
+@pytest.mark.parametrize(
+    "name, value, what",
+    [("GPUOS_TORCH_BLOCKS", value, "a worker block count")
+     for value in ("0", "abc", "12x", "5000", "-1")]
+    + [("GPUOS_TORCH_POLLERS", value, "a poller count") for value in ("0", "x", "65")])
+def test_bad_worker_counts_are_refused_by_name(monkeypatch, name, value, what):
     # Checked before any CUDA call, so this runs without a GPU too.
     try:
         from gpuos import _C
     except ImportError as error:
         pytest.skip(f"the extension is not built: {error}")
-    monkeypatch.setenv("GPUOS_TORCH_BLOCKS", value)
-    with pytest.raises(RuntimeError, match="GPUOS_TORCH_BLOCKS must be a worker block count"):
-        _C.Runtime(0)
-
-
-@pytest.mark.parametrize("value", ["0", "x", "65"])
-def test_bad_poller_count_is_refused_by_name(monkeypatch, value):
-    # Checked before any CUDA call, so this runs without a GPU too.
-    try:
-        from gpuos import _C
-    except ImportError as error:
-        pytest.skip(f"the extension is not built: {error}")
-    monkeypatch.setenv("GPUOS_TORCH_POLLERS", value)
-    with pytest.raises(RuntimeError, match="GPUOS_TORCH_POLLERS must be a poller count"):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=f"{name} must be {what}"):
         _C.Runtime(0)
 
 
