@@ -27,6 +27,8 @@
 #                     (about 130 s on an H200, session 27) unless --targets leaves out
 #                     core_runtime_gpu_test; --no-sanitize skips it.
 #
+# Every ctest test is limited to GPUOS_CTEST_TIMEOUT_S seconds (default 180).
+#
 # Carry `.deps` (made by `tools/offline-deps.sh fetch` on a networked
 # machine) with the tree; the GPU machine has no network.
 set -uo pipefail
@@ -193,9 +195,13 @@ echo "build ok"
 
 echo "== tests"
 # shellcheck disable=SC2086
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 --no-tests=error $CTEST_ARGS \
-  >"$OUT/ctest.log" 2>&1 || status=1
-grep -E "tests passed|tests failed|\*\*\*Failed|Skipped|Not Run" "$OUT/ctest.log" | tail -30
+# Each test gets GPUOS_CTEST_TIMEOUT_S (default 180 s; the longest GPU test
+# took 12 s in session 38): a hung test fails with its name instead of
+# taking the rest of the device call (session 38's first call lost nine
+# minutes to one). A --timeout in --ctest-args comes later and wins.
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 --no-tests=error \
+  --timeout "${GPUOS_CTEST_TIMEOUT_S:-180}" $CTEST_ARGS >"$OUT/ctest.log" 2>&1 || status=1
+grep -E "tests passed|tests failed|\*\*\*Failed|\*\*\*Timeout|Skipped|Not Run" "$OUT/ctest.log" | tail -30
 
 if [[ $SANITIZE -eq 1 ]]; then
   echo "== compute-sanitizer"
