@@ -1,0 +1,101 @@
+// Knowing that a CUDA stream has no unfinished work without asking the
+// driver (docs/pytorch.md, "Knowing the stream's state without a query").
+//
+// While the persistent worker runs, every cuStreamQuery of the process costs
+// about 1.1 us more (docs/runtime.md, "What a running worker costs every
+// stream query"), and a compiled call must know its stream is idle before
+// its submission may start. A stream found idle stays idle until something
+// is enqueued on it, so counting the driver calls that may enqueue work
+// answers the question for free in the common case: nothing was enqueued in
+// the whole process since the stream was last found idle.
+//
+// StreamIdleLedger is that bookkeeping, with no CUDA dependency (tested
+// without a GPU). StreamTracker feeds it from CUPTI's driver-API callbacks:
+// every driver call not known to enqueue nothing counts as an enqueue, on
+// any stream (conservative: a call it cannot classify only costs a query),
+// and a successful cuStreamQuery, cuStreamSynchronize or cuCtxSynchronize
+// notes its stream (or every stream) idle as of the count at the call's
+// entry. CUPTI allows one subscriber per process, so the tracker is opt-in:
+// while it runs, profilers that use CUPTI (torch.profiler, Nsight Systems)
+// cannot subscribe, and every driver call pays the callback.
+//
+// Status (session 38): the ledger is tested on the CPU; the CUPTI
+// subscription has not yet run on a GPU, and nothing in gpuos uses the
+// answer yet (it pays only with a worker that reads a submission published
+// open together with the queue's tail: docs/pytorch.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpuos/status.h"
+
+struct CUstream_st;
+
+namespace gpuos::runtime {
+
+class StreamIdleLedger {
+ public:
+  // A driver call that may enqueue work on some stream began.
+  void NoteEnqueue() { enqueues_.fetch_add(1, std::memory_order_acq_rel); }
+  // The count of such calls so far: read before a query or synchronize, and
+  // passed to NoteIdle once it has found the stream idle.
+  std::uint64_t Mark() const { return enqueues_.load(std::memory_order_acquire); }
+  // `stream` had no unfinished work at a moment after Mark() returned
+  // `mark`. nullptr and CU_STREAM_LEGACY name the same stream.
+  void NoteIdle(CUstream_st* stream, std::uint64_t mark);
+  // Every stream had no unfinished work then (a context synchronize).
+  void NoteAllIdle(std::uint64_t mark);
+  // Whether `stream` was found idle and nothing was enqueued in the process
+  // since: then it is idle now.
+  bool KnownIdle(CUstream_st* stream) const;
+
+ private:
+  std::atomic<std::uint64_t> enqueues_{0};
+  mutable std::mutex mutex_;  // guards the rest
+  // The latest mark each stream was found idle at (a handful of streams).
+  std::vector<std::pair<CUstream_st*, std::uint64_t>> idle_;
+  std::uint64_t all_idle_ = 0;
+  bool any_all_idle_ = false;
+};
+
+// How StreamTracker classifies one driver call (CUPTI's callback id, as
+// cupti_driver_cbid.h numbers them). Exposed for tests.
+enum class DriverCallKind {
+  kEnqueuesNothing,   // a query of state, a context switch, ...
+  kStreamIdleCheck,   // cuStreamQuery, cuStreamSynchronize (and _ptsz)
+  kContextIdleCheck,  // cuCtxSynchronize (and _v2)
+  kMayEnqueue,        // everything else
+};
+DriverCallKind ClassifyDriverCall(std::uint32_t cupti_driver_cbid);
+
+class StreamTracker {
+ public:
+  // Subscribes to CUPTI's driver-API callbacks (libcupti.so loaded at run
+  // time). Unavailable naming the reason when CUPTI cannot be loaded, when
+  // another subscriber (a profiler) holds it, or where gpuos was built
+  // without CUPTI's headers.
+  static Expected<std::unique_ptr<StreamTracker>> Start();
+  // Unsubscribes. Destroy it only when no other thread makes driver calls
+  // (a callback may be running); a frontend keeps one for the process.
+  ~StreamTracker();
+  StreamTracker(const StreamTracker&) = delete;
+  StreamTracker& operator=(const StreamTracker&) = delete;
+
+  bool KnownIdle(CUstream_st* stream) const { return ledger_.KnownIdle(stream); }
+  const StreamIdleLedger& ledger() const { return ledger_; }
+  // Driver calls counted as enqueues so far (diagnostics).
+  std::uint64_t enqueues() const { return ledger_.Mark(); }
+
+  struct Cupti;  // the loaded library and the subscription (stream_tracker.cpp)
+
+ private:
+  StreamTracker() = default;
+  StreamIdleLedger ledger_;
+  std::unique_ptr<Cupti> cupti_;
+};
+
+}  // namespace gpuos::runtime

@@ -1,0 +1,284 @@
+// StreamIdleLedger and StreamTracker (gpuos/runtime/stream_tracker.h).
+#include "gpuos/runtime/stream_tracker.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <string>
+
+#if __has_include(<cupti.h>)
+#include <cupti.h>
+#define GPUOS_HAVE_CUPTI 1
+#else
+#define GPUOS_HAVE_CUPTI 0
+#endif
+
+namespace gpuos::runtime {
+namespace {
+
+// cuda.h's CU_STREAM_LEGACY, without cuda.h.
+CUstream_st* const kLegacyStream = reinterpret_cast<CUstream_st*>(0x1);
+
+CUstream_st* Canonical(CUstream_st* stream) { return stream == nullptr ? kLegacyStream : stream; }
+
+}  // namespace
+
+void StreamIdleLedger::NoteIdle(CUstream_st* stream, std::uint64_t mark) {
+  stream = Canonical(stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [known, at] : idle_) {
+    if (known == stream) {
+      at = std::max(at, mark);
+      return;
+    }
+  }
+  idle_.emplace_back(stream, mark);
+}
+
+void StreamIdleLedger::NoteAllIdle(std::uint64_t mark) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  all_idle_ = any_all_idle_ ? std::max(all_idle_, mark) : mark;
+  any_all_idle_ = true;
+}
+
+bool StreamIdleLedger::KnownIdle(CUstream_st* stream) const {
+  stream = Canonical(stream);
+  // The count first: a call that enqueues after this load makes the answer
+  // stale only as any answer about the present is (the caller orders its own
+  // calls, not other threads').
+  const std::uint64_t now = Mark();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (any_all_idle_ && all_idle_ == now) return true;
+  for (const auto& [known, at] : idle_) {
+    if (known == stream) return at == now;
+  }
+  return false;
+}
+
+#if GPUOS_HAVE_CUPTI
+
+DriverCallKind ClassifyDriverCall(std::uint32_t cbid) {
+  switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamQuery:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamQuery_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+      return DriverCallKind::kStreamIdleCheck;
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
+      return DriverCallKind::kContextIdleCheck;
+    // Calls that read or set host-side state and enqueue no work. Anything
+    // not listed counts as an enqueue: a missing entry costs a query, a
+    // wrong one a race, so only plain getters and context switches are here.
+    case CUPTI_DRIVER_TRACE_CBID_cuInit:
+    case CUPTI_DRIVER_TRACE_CBID_cuDriverGetVersion:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceGet:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetCount:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetName:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetUuid:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceGetUuid_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceTotalMem:
+    case CUPTI_DRIVER_TRACE_CBID_cuDeviceTotalMem_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState:
+    case CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxRetain:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxPushCurrent:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxPushCurrent_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxPopCurrent:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxPopCurrent_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetFlags:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetId:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetApiVersion:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetLimit:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetCacheConfig:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetSharedMemConfig:
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxGetStreamPriorityRange:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetErrorName:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetErrorString:
+    case CUPTI_DRIVER_TRACE_CBID_cuGetExportTable:
+    case CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute:
+    case CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes:
+    case CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute:
+    case CUPTI_DRIVER_TRACE_CBID_cuFuncGetName:
+    case CUPTI_DRIVER_TRACE_CBID_cuKernelGetAttribute:
+    case CUPTI_DRIVER_TRACE_CBID_cuKernelGetFunction:
+    case CUPTI_DRIVER_TRACE_CBID_cuKernelGetName:
+    case CUPTI_DRIVER_TRACE_CBID_cuLibraryGetKernel:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetFunction:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal:
+    case CUPTI_DRIVER_TRACE_CBID_cuModuleGetGlobal_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuOccupancyMaxActiveBlocksPerMultiprocessor:
+    case CUPTI_DRIVER_TRACE_CBID_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags:
+    case CUPTI_DRIVER_TRACE_CBID_cuOccupancyMaxPotentialBlockSize:
+    case CUPTI_DRIVER_TRACE_CBID_cuOccupancyMaxPotentialBlockSizeWithFlags:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemGetAddressRange:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemGetAddressRange_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostGetDevicePointer:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostGetDevicePointer_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemHostGetFlags:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetPriority:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetPriority_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetFlags:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetFlags_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCtx:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCtx_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCtx_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCtx_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetId:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetId_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetDevice:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetDevice_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v2_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamGetCaptureInfo_v3_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuThreadExchangeStreamCaptureMode:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventQuery:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventElapsedTime_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventCreate:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventDestroy:
+    case CUPTI_DRIVER_TRACE_CBID_cuEventDestroy_v2:
+      return DriverCallKind::kEnqueuesNothing;
+    default:
+      return DriverCallKind::kMayEnqueue;
+  }
+}
+
+struct StreamTracker::Cupti {
+  using SubscribeFn = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
+  using EnableDomainFn = CUptiResult (*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
+  using UnsubscribeFn = CUptiResult (*)(CUpti_SubscriberHandle);
+  using ResultStringFn = CUptiResult (*)(CUptiResult, const char**);
+  void* library = nullptr;
+  SubscribeFn subscribe = nullptr;
+  EnableDomainFn enable_domain = nullptr;
+  UnsubscribeFn unsubscribe = nullptr;
+  ResultStringFn result_string = nullptr;
+  CUpti_SubscriberHandle subscriber = nullptr;
+
+  std::string Describe(CUptiResult result) const {
+    const char* text = nullptr;
+    if (result_string != nullptr && result_string(result, &text) == CUPTI_SUCCESS &&
+        text != nullptr) {
+      return text;
+    }
+    return "CUPTI error " + std::to_string(static_cast<int>(result));
+  }
+};
+
+namespace {
+
+// CUPTI's callback, on the thread making the driver call. The count at a
+// check's entry travels to its exit in the call's correlation data.
+void CUPTIAPI OnDriverCall(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                           const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
+  auto* ledger = static_cast<StreamIdleLedger*>(userdata);
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  const DriverCallKind kind = ClassifyDriverCall(cbid);
+  if (kind == DriverCallKind::kEnqueuesNothing) return;
+  if (kind == DriverCallKind::kMayEnqueue) {
+    if (call->callbackSite == CUPTI_API_ENTER) ledger->NoteEnqueue();
+    return;
+  }
+  if (call->callbackSite == CUPTI_API_ENTER) {
+    if (call->correlationData != nullptr) *call->correlationData = ledger->Mark();
+    return;
+  }
+  const auto* result = static_cast<const CUresult*>(call->functionReturnValue);
+  if (result == nullptr || *result != CUDA_SUCCESS || call->correlationData == nullptr) return;
+  const std::uint64_t mark = *call->correlationData;
+  if (kind == DriverCallKind::kContextIdleCheck) {
+    ledger->NoteAllIdle(mark);
+    return;
+  }
+  // cuStreamQuery_params and cuStreamSynchronize_params (and their _ptsz
+  // forms) all begin with the stream.
+  const auto* stream = static_cast<const CUstream*>(call->functionParams);
+  if (stream != nullptr) ledger->NoteIdle(*stream, mark);
+}
+
+template <typename Fn>
+Fn Symbol(void* library, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(library, name));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<StreamTracker>> StreamTracker::Start() {
+  std::unique_ptr<StreamTracker> tracker(new StreamTracker());
+  auto cupti = std::make_unique<Cupti>();
+  for (const char* name : {"libcupti.so.13", "libcupti.so"}) {
+    cupti->library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (cupti->library != nullptr) break;
+  }
+  if (cupti->library == nullptr) {
+    const char* error = dlerror();
+    return Unavailable(std::string("the stream tracker needs CUPTI (libcupti.so.13): ") +
+                       (error != nullptr ? error : "not found"));
+  }
+  cupti->subscribe = Symbol<Cupti::SubscribeFn>(cupti->library, "cuptiSubscribe");
+  cupti->enable_domain = Symbol<Cupti::EnableDomainFn>(cupti->library, "cuptiEnableDomain");
+  cupti->unsubscribe = Symbol<Cupti::UnsubscribeFn>(cupti->library, "cuptiUnsubscribe");
+  cupti->result_string = Symbol<Cupti::ResultStringFn>(cupti->library, "cuptiGetResultString");
+  if (cupti->subscribe == nullptr || cupti->enable_domain == nullptr ||
+      cupti->unsubscribe == nullptr) {
+    dlclose(cupti->library);
+    return Unavailable(
+        "the stream tracker: libcupti lacks cuptiSubscribe/EnableDomain/Unsubscribe");
+  }
+  CUptiResult result = cupti->subscribe(&cupti->subscriber, OnDriverCall, &tracker->ledger_);
+  if (result != CUPTI_SUCCESS) {
+    const std::string why = cupti->Describe(result);
+    dlclose(cupti->library);
+    return Unavailable("the stream tracker could not subscribe to CUPTI (" + why +
+                       "; another subscriber, such as a profiler, may hold it)");
+  }
+  result = cupti->enable_domain(1, cupti->subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  if (result != CUPTI_SUCCESS) {
+    const std::string why = cupti->Describe(result);
+    cupti->unsubscribe(cupti->subscriber);
+    dlclose(cupti->library);
+    return Unavailable("the stream tracker could not enable CUPTI's driver callbacks (" + why +
+                       ")");
+  }
+  tracker->cupti_ = std::move(cupti);
+  return tracker;
+}
+
+StreamTracker::~StreamTracker() {
+  if (cupti_ == nullptr) return;
+  cupti_->unsubscribe(cupti_->subscriber);
+  // The library stays loaded: a callback may still be returning on another
+  // thread, and CUPTI does not support being unloaded and loaded again.
+}
+
+#else  // no CUPTI headers at build time
+
+DriverCallKind ClassifyDriverCall(std::uint32_t) { return DriverCallKind::kMayEnqueue; }
+
+struct StreamTracker::Cupti {};
+
+Expected<std::unique_ptr<StreamTracker>> StreamTracker::Start() {
+  return Unavailable("the stream tracker: gpuos was built without CUPTI's headers (cupti.h)");
+}
+
+StreamTracker::~StreamTracker() = default;
+
+#endif
+
+}  // namespace gpuos::runtime

@@ -1,0 +1,142 @@
+// The stream tracker (gpuos/runtime/stream_tracker.h): its ledger and its
+// classification of driver calls without a GPU; its CUPTI subscription
+// where a driver and CUPTI are present (skipped with the reason otherwise).
+#include "gpuos/runtime/stream_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "gpuos/cuda_driver.h"
+
+#if __has_include(<cupti.h>)
+#include <cupti.h>
+#define GPUOS_TEST_HAVE_CUPTI 1
+#else
+#define GPUOS_TEST_HAVE_CUPTI 0
+#endif
+
+namespace gpuos::runtime {
+namespace {
+
+CUstream_st* FakeStream(std::uintptr_t n) { return reinterpret_cast<CUstream_st*>(n * 64); }
+CUstream_st* const kLegacy = reinterpret_cast<CUstream_st*>(0x1);
+
+TEST(StreamIdleLedgerTest, UnknownUntilFoundIdleThenUntilAnEnqueue) {
+  StreamIdleLedger ledger;
+  const auto s = FakeStream(1);
+  EXPECT_FALSE(ledger.KnownIdle(s));
+  ledger.NoteIdle(s, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(s));
+  EXPECT_FALSE(ledger.KnownIdle(FakeStream(2)));  // only the stream found idle
+  ledger.NoteEnqueue();                           // on any stream: conservative
+  EXPECT_FALSE(ledger.KnownIdle(s));
+  ledger.NoteIdle(s, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(s));
+}
+
+TEST(StreamIdleLedgerTest, AFindingOlderThanAnEnqueueDoesNotCount) {
+  StreamIdleLedger ledger;
+  const auto s = FakeStream(3);
+  const std::uint64_t before_query = ledger.Mark();
+  ledger.NoteEnqueue();  // another thread enqueued while the query ran
+  ledger.NoteIdle(s, before_query);
+  EXPECT_FALSE(ledger.KnownIdle(s));
+  // A later finding counts; an older one never lowers it again.
+  ledger.NoteIdle(s, ledger.Mark());
+  ledger.NoteIdle(s, before_query);
+  EXPECT_TRUE(ledger.KnownIdle(s));
+}
+
+TEST(StreamIdleLedgerTest, NullIsTheLegacyStreamAndAContextSynchronizeCoversAll) {
+  StreamIdleLedger ledger;
+  ledger.NoteIdle(nullptr, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kLegacy));
+  EXPECT_TRUE(ledger.KnownIdle(nullptr));
+  ledger.NoteEnqueue();
+  EXPECT_FALSE(ledger.KnownIdle(kLegacy));
+  ledger.NoteAllIdle(ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(FakeStream(7)));
+  EXPECT_TRUE(ledger.KnownIdle(kLegacy));
+  ledger.NoteEnqueue();
+  EXPECT_FALSE(ledger.KnownIdle(FakeStream(7)));
+}
+
+TEST(StreamIdleLedgerTest, EnqueuesFromManyThreadsAreAllCounted) {
+  StreamIdleLedger ledger;
+  const std::uint64_t start = ledger.Mark();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&ledger] {
+      for (int i = 0; i < 10000; ++i) ledger.NoteEnqueue();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(ledger.Mark() - start, 40000u);
+}
+
+#if GPUOS_TEST_HAVE_CUPTI
+TEST(StreamTrackerTest, DriverCallsAreClassifiedConservatively) {
+  using K = DriverCallKind;
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuStreamQuery), K::kStreamIdleCheck);
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz),
+            K::kStreamIdleCheck);
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize), K::kContextIdleCheck);
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent), K::kEnqueuesNothing);
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute), K::kEnqueuesNothing);
+  // Work on a stream, and whatever the list does not know.
+  for (auto cbid :
+       {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+        CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamWaitValue64_v2, CUPTI_DRIVER_TRACE_CBID_cuEventRecord,
+        CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+        CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc}) {
+    EXPECT_EQ(ClassifyDriverCall(cbid), K::kMayEnqueue) << cbid;
+  }
+  EXPECT_EQ(ClassifyDriverCall(0xfffffu), K::kMayEnqueue);
+}
+#endif
+
+// With a driver: a stream the tracker saw synchronized is known idle until
+// work is enqueued on it (or anywhere), and a query that finds it idle
+// again says so. Skips where the tracker cannot start (no GPU, no CUPTI, or
+// a profiler holding CUPTI). The tracker unsubscribes at the test's end,
+// when no other thread makes driver calls.
+TEST(StreamTrackerTest, FollowsAStreamThroughTheDriver) {
+  auto driver = LoadCudaDriver();
+  if (!driver.ok()) GTEST_SKIP() << driver.status().ToString();
+  if (auto count = CudaDeviceCount(); !count.ok()) GTEST_SKIP() << count.status().ToString();
+  const CudaDriverApi& cuda = **driver;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  ASSERT_EQ(cuda.cuDeviceGet(&device, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuda.cuDevicePrimaryCtxRetain(&context, device), CUDA_SUCCESS);
+  ASSERT_EQ(cuda.cuCtxSetCurrent(context), CUDA_SUCCESS);
+  auto tracker = StreamTracker::Start();
+  if (!tracker.ok()) GTEST_SKIP() << tracker.status().ToString();
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuda.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr buffer = 0;
+  ASSERT_EQ(cuda.cuMemAlloc(&buffer, 1 << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuda.cuStreamSynchronize(stream), CUDA_SUCCESS);
+  EXPECT_TRUE((*tracker)->KnownIdle(stream));
+  ASSERT_EQ(cuda.cuMemsetD32Async(buffer, 7u, (1 << 20) / 4, stream), CUDA_SUCCESS);
+  EXPECT_FALSE((*tracker)->KnownIdle(stream));
+  ASSERT_EQ(cuda.cuStreamSynchronize(stream), CUDA_SUCCESS);
+  EXPECT_TRUE((*tracker)->KnownIdle(stream));
+  ASSERT_EQ(cuda.cuMemsetD32Async(buffer, 8u, (1 << 20) / 4, stream), CUDA_SUCCESS);
+  CUresult query = CUDA_ERROR_NOT_READY;
+  while ((query = cuda.cuStreamQuery(stream)) == CUDA_ERROR_NOT_READY) {
+  }
+  ASSERT_EQ(query, CUDA_SUCCESS);
+  EXPECT_TRUE((*tracker)->KnownIdle(stream));
+  EXPECT_GE((*tracker)->enqueues(), 3u);  // the allocation and the two memsets
+  (void)cuda.cuMemFree(buffer);
+  (void)cuda.cuStreamDestroy(stream);
+  (void)cuda.cuDevicePrimaryCtxRelease(device);
+}
+
+}  // namespace
+}  // namespace gpuos::runtime
