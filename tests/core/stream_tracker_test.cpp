@@ -80,8 +80,7 @@ TEST(StreamIdleLedgerTest, EnqueuesFromManyThreadsAreAllCounted) {
 TEST(StreamTrackerTest, DriverCallsAreClassifiedConservatively) {
   using K = DriverCallKind;
   EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuStreamQuery), K::kStreamIdleCheck);
-  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz),
-            K::kStreamIdleCheck);
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize), K::kStreamIdleCheck);
   EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize), K::kContextIdleCheck);
   EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent), K::kEnqueuesNothing);
   EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute), K::kEnqueuesNothing);
@@ -96,6 +95,28 @@ TEST(StreamTrackerTest, DriverCallsAreClassifiedConservatively) {
     EXPECT_EQ(ClassifyDriverCall(cbid), K::kMayEnqueue) << cbid;
   }
   EXPECT_EQ(ClassifyDriverCall(0xfffffu), K::kMayEnqueue);
+  EXPECT_EQ(ClassifyDriverCall(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz),
+            K::kPerThreadStreamIdleCheck);
+}
+
+TEST(StreamTrackerTest, RuntimeCallsAreClassifiedConservatively) {
+  using K = DriverCallKind;
+  EXPECT_EQ(ClassifyRuntimeCall(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020),
+            K::kStreamIdleCheck);
+  EXPECT_EQ(ClassifyRuntimeCall(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000),
+            K::kPerThreadStreamIdleCheck);
+  EXPECT_EQ(ClassifyRuntimeCall(CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020),
+            K::kContextIdleCheck);
+  EXPECT_EQ(ClassifyRuntimeCall(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020), K::kEnqueuesNothing);
+  for (auto cbid : {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+                    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                    CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020,
+                    CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
+                    CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020}) {
+    EXPECT_EQ(ClassifyRuntimeCall(cbid), K::kMayEnqueue) << cbid;
+  }
 }
 #endif
 

@@ -16,8 +16,9 @@
 namespace gpuos::runtime {
 namespace {
 
-// cuda.h's CU_STREAM_LEGACY, without cuda.h.
+// cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, without cuda.h.
 CUstream_st* const kLegacyStream = reinterpret_cast<CUstream_st*>(0x1);
+[[maybe_unused]] CUstream_st* const kPerThreadStream = reinterpret_cast<CUstream_st*>(0x2);
 
 CUstream_st* Canonical(CUstream_st* stream) { return stream == nullptr ? kLegacyStream : stream; }
 
@@ -60,10 +61,11 @@ bool StreamIdleLedger::KnownIdle(CUstream_st* stream) const {
 DriverCallKind ClassifyDriverCall(std::uint32_t cbid) {
   switch (cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamQuery:
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamQuery_ptsz:
     case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
       return DriverCallKind::kStreamIdleCheck;
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamQuery_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
+      return DriverCallKind::kPerThreadStreamIdleCheck;
     case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
     case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
       return DriverCallKind::kContextIdleCheck;
@@ -158,6 +160,78 @@ DriverCallKind ClassifyDriverCall(std::uint32_t cbid) {
   }
 }
 
+DriverCallKind ClassifyRuntimeCall(std::uint32_t cbid) {
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
+      return DriverCallKind::kStreamIdleCheck;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000:
+      return DriverCallKind::kPerThreadStreamIdleCheck;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020:
+      return DriverCallKind::kContextIdleCheck;
+    // As for the driver: getters and device selection only.
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v12000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetErrorString_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetErrorName_v6050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceFlags_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemGetInfo_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventCreateWithFlags_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventElapsedTime_v12080:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceCanAccessPeer_v4000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetLimit_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetCacheConfig_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetStreamPriorityRange_v5050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetPriority_v5050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetPriority_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetFlags_v5050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetFlags_ptsz_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetId_v12000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetId_ptsz_v12000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetDevice_v12080:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetDevice_ptsz_v12080:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_ptsz_v10000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v10010:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_v11030:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v2_ptsz_v11030:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v12030:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_ptsz_v12030:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessor_v6050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPoint_v11030:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPoint_ptsz_v11030:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPointByVersion_v12050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetDriverEntryPointByVersion_ptsz_v12050:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetFuncBySymbol_v11000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetSymbolAddress_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaGetSymbolSize_v3020:
+      return DriverCallKind::kEnqueuesNothing;
+    default:
+      return DriverCallKind::kMayEnqueue;
+  }
+}
+
 struct StreamTracker::Cupti {
   using SubscribeFn = CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
   using EnableDomainFn = CUptiResult (*)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain);
@@ -186,10 +260,17 @@ namespace {
 // check's entry travels to its exit in the call's correlation data.
 void CUPTIAPI OnDriverCall(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                            const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_DRIVER_API || data == nullptr) return;
+  if (data == nullptr) return;
+  DriverCallKind kind;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    kind = ClassifyDriverCall(cbid);
+  } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    kind = ClassifyRuntimeCall(cbid);
+  } else {
+    return;
+  }
   auto* ledger = static_cast<StreamIdleLedger*>(userdata);
   const auto* call = static_cast<const CUpti_CallbackData*>(data);
-  const DriverCallKind kind = ClassifyDriverCall(cbid);
   if (kind == DriverCallKind::kEnqueuesNothing) return;
   if (kind == DriverCallKind::kMayEnqueue) {
     if (call->callbackSite == CUPTI_API_ENTER) ledger->NoteEnqueue();
@@ -199,17 +280,23 @@ void CUPTIAPI OnDriverCall(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
     if (call->correlationData != nullptr) *call->correlationData = ledger->Mark();
     return;
   }
-  const auto* result = static_cast<const CUresult*>(call->functionReturnValue);
-  if (result == nullptr || *result != CUDA_SUCCESS || call->correlationData == nullptr) return;
+  // CUresult and cudaError_t both read 0 for success.
+  const auto* result = static_cast<const int*>(call->functionReturnValue);
+  if (result == nullptr || *result != 0 || call->correlationData == nullptr) return;
   const std::uint64_t mark = *call->correlationData;
   if (kind == DriverCallKind::kContextIdleCheck) {
     ledger->NoteAllIdle(mark);
     return;
   }
-  // cuStreamQuery_params and cuStreamSynchronize_params (and their _ptsz
-  // forms) all begin with the stream.
-  const auto* stream = static_cast<const CUstream*>(call->functionParams);
-  if (stream != nullptr) ledger->NoteIdle(*stream, mark);
+  // The parameters of every stream query and synchronize, driver or
+  // runtime, _ptsz or not, begin with the stream.
+  const auto* stream = static_cast<CUstream_st* const*>(call->functionParams);
+  if (stream == nullptr) return;
+  CUstream_st* which = *stream;
+  if (which == nullptr && kind == DriverCallKind::kPerThreadStreamIdleCheck) {
+    which = kPerThreadStream;
+  }
+  ledger->NoteIdle(which, mark);
 }
 
 template <typename Fn>
@@ -249,12 +336,15 @@ Expected<std::unique_ptr<StreamTracker>> StreamTracker::Start() {
                        "; another subscriber, such as a profiler, may hold it)");
   }
   result = cupti->enable_domain(1, cupti->subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  if (result == CUPTI_SUCCESS) {
+    result = cupti->enable_domain(1, cupti->subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+  }
   if (result != CUPTI_SUCCESS) {
     const std::string why = cupti->Describe(result);
     cupti->unsubscribe(cupti->subscriber);
     dlclose(cupti->library);
-    return Unavailable("the stream tracker could not enable CUPTI's driver callbacks (" + why +
-                       ")");
+    return Unavailable(
+        "the stream tracker could not enable CUPTI's driver and runtime callbacks (" + why + ")");
   }
   tracker->cupti_ = std::move(cupti);
   return tracker;
@@ -270,6 +360,7 @@ StreamTracker::~StreamTracker() {
 #else  // no CUPTI headers at build time
 
 DriverCallKind ClassifyDriverCall(std::uint32_t) { return DriverCallKind::kMayEnqueue; }
+DriverCallKind ClassifyRuntimeCall(std::uint32_t) { return DriverCallKind::kMayEnqueue; }
 
 struct StreamTracker::Cupti {};
 

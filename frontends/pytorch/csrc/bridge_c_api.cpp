@@ -107,6 +107,8 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
   Guarded("gpuos_torch_runtime_stats_json", [&]() -> gpuos::Status {
     if (runtime == nullptr) return gpuos::InvalidArgument("runtime is NULL");
     const gpuos::runtime::RuntimeStats s = runtime->runtime->stats();
+    const gpuos::torch_bridge::StreamTrackerReport tracker =
+        gpuos::torch_bridge::StreamTrackerStatus();
     nlohmann::json doc = {{"submissions", s.submissions},
                           {"tasks_submitted", s.tasks_submitted},
                           {"tiles_completed", s.tiles_completed},
@@ -122,6 +124,9 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"worker_pollers", s.worker_pollers},
                           {"idle_park_us", s.idle_park.count()},
                           {"completion_fence", s.device_memory_results ? "gpu" : "system"},
+                          {"stream_tracker", tracker.state},
+                          {"stream_queries_skipped", tracker.queries_skipped},
+                          {"stream_tracker_enqueues", tracker.enqueues},
                           {"tasks_per_operator", s.tasks_per_operator},
                           {"device_name", runtime->runtime->device_name()}};
     // An image built with GPUOS_PHASE_TIMING (gpuos/device/phase_timing.cuh):

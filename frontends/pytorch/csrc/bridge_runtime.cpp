@@ -1,6 +1,8 @@
 #include "bridge_runtime.h"
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
 
@@ -10,10 +12,70 @@
 #include "gpuos/embedded_sets.h"
 #include "gpuos/environment.h"
 #include "gpuos/registry/pack_loader.h"
+#include "gpuos/runtime/stream_tracker.h"
 
 namespace gpuos::torch_bridge {
 
 std::string DefaultCachePath() { return DefaultDataDirectory() + "/pytorch-build-cache.db"; }
+
+namespace {
+
+// The process's stream tracker (GPUOS_TORCH_STREAM_TRACKER=1), started by the
+// first runtime opened with it asked for and kept to the process's end: its
+// CUPTI callbacks may run on any thread until then. nullptr when not asked
+// for or not available (then *why says why).
+struct TrackerState {
+  std::mutex mutex;
+  runtime::StreamTracker* tracker = nullptr;  // leaked on purpose
+  std::string why = "off";
+};
+
+TrackerState& Tracking() {
+  static TrackerState* state = new TrackerState();  // outlives static destructors
+  return *state;
+}
+
+std::atomic<std::uint64_t> queries_skipped{0};
+
+Status StartStreamTrackerIfAsked() {
+  GPUOS_ASSIGN_OR_RETURN(const auto asked,
+                         GetEnvInteger("GPUOS_TORCH_STREAM_TRACKER", 0, 1, "0 or 1"));
+  if (!asked.value_or(0)) return Status::Ok();
+  TrackerState& state = Tracking();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.tracker != nullptr) return Status::Ok();
+  auto started = runtime::StreamTracker::Start();
+  if (!started.ok()) {
+    state.why = "unavailable: " + started.status().message();
+    return Status::Ok();  // calls query the stream as without it
+  }
+  state.tracker = started->release();
+  state.why = "on";
+  return Status::Ok();
+}
+
+// The tracker when it runs (read without the lock: set once, never reset).
+runtime::StreamTracker* RunningTracker() {
+  static std::atomic<runtime::StreamTracker*> cached{nullptr};
+  runtime::StreamTracker* tracker = cached.load(std::memory_order_acquire);
+  if (tracker != nullptr) return tracker;
+  TrackerState& state = Tracking();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (state.tracker != nullptr) cached.store(state.tracker, std::memory_order_release);
+  return state.tracker;
+}
+
+}  // namespace
+
+StreamTrackerReport StreamTrackerStatus() {
+  TrackerState& state = Tracking();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  StreamTrackerReport report;
+  report.state = state.why;
+  report.queries_skipped = queries_skipped.load(std::memory_order_relaxed);
+  report.enqueues = state.tracker != nullptr ? state.tracker->enqueues() : 0;
+  return report;
+}
 
 Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options) {
   runtime::RuntimeConfig config;
@@ -32,6 +94,7 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
   GPUOS_ASSIGN_OR_RETURN(const auto gpu_fence,
                          GetEnvInteger("GPUOS_TORCH_GPU_FENCE", 0, 1, "0 or 1"));
   config.device_memory_results = gpu_fence.value_or(1) != 0;
+  GPUOS_RETURN_IF_ERROR(StartStreamTrackerIfAsked());
   if (!options.repository_path.empty()) {
     config.repository_path = options.repository_path;
     return runtime::Runtime::Open(config);
@@ -219,6 +282,16 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   // may need the SMs it holds (docs/pytorch.md, "Ordering").
   static const Expected<bool> open_later = OpenLater();
   GPUOS_RETURN_IF_ERROR(open_later.status());
+  if (runtime::StreamTracker* tracker = RunningTracker();
+      tracker != nullptr && tracker->KnownIdle(stream)) {
+    // Nothing was enqueued in the process since the stream was last found
+    // idle: published open, with no query (stream_tracker.h).
+    StepTimer submit(LaunchStep::kSubmit);
+    GPUOS_ASSIGN_OR_RETURN(const runtime::Future open, runtime_->Submit(graph_));
+    pending_.push_back(open);
+    queries_skipped.fetch_add(1, std::memory_order_relaxed);
+    return open;
+  }
   CUresult idle = CUDA_ERROR_NOT_READY;  // the stream's query, below
   if (*open_later) {
     StepTimer submit(LaunchStep::kSubmit);

@@ -31,7 +31,20 @@ struct OpenOptions {
 // <gpuos data directory>/pytorch-build-cache.db (docs/configuration.md).
 std::string DefaultCachePath();
 
+// Also starts the process's stream tracker when GPUOS_TORCH_STREAM_TRACKER=1
+// (gpuos/runtime/stream_tracker.h; opt-in: it holds CUPTI, which profilers
+// need): a compiled call whose stream is known idle is then published with
+// no query. InvalidArgument for a value other than 0 or 1; a tracker that
+// cannot start is reported by StreamTrackerStatus, and calls query as
+// without it.
 Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& options);
+
+struct StreamTrackerReport {
+  std::string state;                  // "off", "on", or "unavailable: <why>"
+  std::uint64_t queries_skipped = 0;  // calls published open without a query
+  std::uint64_t enqueues = 0;         // driver calls the tracker counted
+};
+StreamTrackerReport StreamTrackerStatus();
 
 // How long a launch waits on the host for its submission to finish before
 // it leaves the wait to the stream (GPUOS_TORCH_HOST_WAIT_US, 0 to 100000;

@@ -106,7 +106,8 @@ def test_available_reports_why_without_gpu():
     "name, value, what",
     [("GPUOS_TORCH_BLOCKS", value, "a worker block count")
      for value in ("0", "abc", "12x", "5000", "-1")]
-    + [("GPUOS_TORCH_POLLERS", value, "a poller count") for value in ("0", "x", "65")])
+    + [("GPUOS_TORCH_POLLERS", value, "a poller count") for value in ("0", "x", "65")]
+    + [("GPUOS_TORCH_STREAM_TRACKER", value, "0 or 1") for value in ("2", "on")])
 def test_bad_worker_counts_are_refused_by_name(monkeypatch, name, value, what):
     # Checked before any CUDA call, so this runs without a GPU too.
     try:

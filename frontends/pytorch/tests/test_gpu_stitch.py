@@ -359,6 +359,44 @@ def test_completion_fence_follows_its_switch_and_results_match(gpu, switch, fenc
     assert done.returncode == 0 and f"fence {fence}" in done.stdout, done.stdout + done.stderr
 
 
+def test_stream_tracker_skips_queries_and_keeps_the_order(gpu):
+    """GPUOS_TORCH_STREAM_TRACKER=1 (docs/pytorch.md, "Knowing the stream's
+    state without a query"): in a loop of calls each followed by a
+    synchronize, the calls after the first are published with no query;
+    a call right after eager work still pending on the stream (a large
+    matmul its input depends on) sees that work's result."""
+    script = textwrap.dedent("""
+        import math, torch, gpuos
+        def attention(q, k, v):
+            return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(8, 128, 64, device="cuda") for _ in range(3))
+        f = gpuos.compile(attention)
+        stream = torch.cuda.current_stream()
+        for _ in range(30):
+            got = f(q, k, v)
+            stream.synchronize()
+        torch.testing.assert_close(got, attention(q, k, v), rtol=1e-4, atol=1e-5)
+        s = gpuos.stats()["runtimes"]["cuda:0"]
+        print("tracker", s["stream_tracker"])
+        print("skipped", s["stream_queries_skipped"])
+        a = torch.randn(4096, 4096, device="cuda")
+        for i in range(10):
+            pending = (a @ a)[:8].reshape(8, 2048, 1)[:, :128, :] * 0.0  # still running
+            x = q * (i + 2) + pending
+            got = f(x, k, v)
+            torch.testing.assert_close(got, attention(x, k, v), rtol=1e-4, atol=1e-5)
+        print("ok")
+    """)
+    done = _python(script, GPUOS_TORCH_STREAM_TRACKER="1")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+    state = done.stdout.split("tracker ", 1)[1].splitlines()[0]
+    if state != "on":
+        pytest.skip(f"the stream tracker did not start here: {state}")
+    skipped = int(done.stdout.split("skipped ", 1)[1].splitlines()[0])
+    assert skipped >= 20, done.stdout
+
+
 def test_bad_host_wait_is_refused_by_name(gpu):
     script = "import torch, gpuos\nf = gpuos.compile(lambda x: x * 2 + 1)\n" \
              "f(torch.ones(4, device='cuda'))\n"

@@ -10,19 +10,22 @@
 // the whole process since the stream was last found idle.
 //
 // StreamIdleLedger is that bookkeeping, with no CUDA dependency (tested
-// without a GPU). StreamTracker feeds it from CUPTI's driver-API callbacks:
-// every driver call not known to enqueue nothing counts as an enqueue, on
-// any stream (conservative: a call it cannot classify only costs a query),
-// and a successful cuStreamQuery, cuStreamSynchronize or cuCtxSynchronize
-// notes its stream (or every stream) idle as of the count at the call's
-// entry. CUPTI allows one subscriber per process, so the tracker is opt-in:
-// while it runs, profilers that use CUPTI (torch.profiler, Nsight Systems)
-// cannot subscribe, and every driver call pays the callback.
+// without a GPU). StreamTracker feeds it from CUPTI's driver- and
+// runtime-API callbacks (both, in case a runtime call reaches the driver
+// by a path CUPTI does not report): every call not known to enqueue
+// nothing counts as an enqueue, on any stream (conservative: a call it
+// cannot classify only costs a query), and a successful stream query or
+// synchronize (or a context or device synchronize) notes its stream (or
+// every stream) idle as of the count at the call's entry. CUPTI allows one subscriber per process,
+// so the tracker is opt-in: while it runs, profilers that use CUPTI (torch.profiler, Nsight
+// Systems) cannot subscribe, and every driver call pays the callback.
 //
 // Status (session 38): the ledger is tested on the CPU; the CUPTI
-// subscription has not yet run on a GPU, and nothing in gpuos uses the
-// answer yet (it pays only with a worker that reads a submission published
-// open together with the queue's tail: docs/pytorch.md).
+// subscription has not yet run on a GPU. The PyTorch frontend publishes a
+// call open, with no query, when the tracker (GPUOS_TORCH_STREAM_TRACKER=1)
+// knows its stream idle; that pays only once the worker reads a
+// submission published open together with the queue's tail (not built:
+// docs/pytorch.md).
 #pragma once
 
 #include <atomic>
@@ -62,15 +65,20 @@ class StreamIdleLedger {
   bool any_all_idle_ = false;
 };
 
-// How StreamTracker classifies one driver call (CUPTI's callback id, as
-// cupti_driver_cbid.h numbers them). Exposed for tests.
+// How StreamTracker classifies one call of the driver or runtime API
+// (CUPTI's callback id, as cupti_driver_cbid.h and cupti_runtime_cbid.h
+// number them). Exposed for tests.
 enum class DriverCallKind {
-  kEnqueuesNothing,   // a query of state, a context switch, ...
-  kStreamIdleCheck,   // cuStreamQuery, cuStreamSynchronize (and _ptsz)
-  kContextIdleCheck,  // cuCtxSynchronize (and _v2)
+  kEnqueuesNothing,  // a query of state, a context switch, ...
+  kStreamIdleCheck,  // cuStreamQuery, cuStreamSynchronize, their runtime forms
+  // The same, per-thread default stream forms (_ptsz): a null stream there
+  // is the thread's default stream, not the legacy one.
+  kPerThreadStreamIdleCheck,
+  kContextIdleCheck,  // cuCtxSynchronize, cudaDeviceSynchronize
   kMayEnqueue,        // everything else
 };
 DriverCallKind ClassifyDriverCall(std::uint32_t cupti_driver_cbid);
+DriverCallKind ClassifyRuntimeCall(std::uint32_t cupti_runtime_cbid);
 
 class StreamTracker {
  public:
