@@ -21,19 +21,21 @@ namespace gpuos::runtime {
 namespace {
 
 CUstream_st* FakeStream(std::uintptr_t n) { return reinterpret_cast<CUstream_st*>(n * 64); }
+CUctx_st* FakeContext(std::uintptr_t n) { return reinterpret_cast<CUctx_st*>(n * 4096); }
 CUstream_st* const kLegacy = reinterpret_cast<CUstream_st*>(0x1);
+CUctx_st* const kContext = FakeContext(1);
 
 TEST(StreamIdleLedgerTest, UnknownUntilFoundIdleThenUntilAnEnqueue) {
   StreamIdleLedger ledger;
   const auto s = FakeStream(1);
-  EXPECT_FALSE(ledger.KnownIdle(s));
-  ledger.NoteIdle(s, ledger.Mark());
-  EXPECT_TRUE(ledger.KnownIdle(s));
-  EXPECT_FALSE(ledger.KnownIdle(FakeStream(2)));  // only the stream found idle
-  ledger.NoteEnqueue();                           // on any stream: conservative
-  EXPECT_FALSE(ledger.KnownIdle(s));
-  ledger.NoteIdle(s, ledger.Mark());
-  EXPECT_TRUE(ledger.KnownIdle(s));
+  EXPECT_FALSE(ledger.KnownIdle(kContext, s));
+  ledger.NoteIdle(kContext, s, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kContext, s));
+  EXPECT_FALSE(ledger.KnownIdle(kContext, FakeStream(2)));  // only the stream found idle
+  ledger.NoteEnqueue();                                     // on any stream: conservative
+  EXPECT_FALSE(ledger.KnownIdle(kContext, s));
+  ledger.NoteIdle(kContext, s, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kContext, s));
 }
 
 TEST(StreamIdleLedgerTest, AFindingOlderThanAnEnqueueDoesNotCount) {
@@ -41,26 +43,37 @@ TEST(StreamIdleLedgerTest, AFindingOlderThanAnEnqueueDoesNotCount) {
   const auto s = FakeStream(3);
   const std::uint64_t before_query = ledger.Mark();
   ledger.NoteEnqueue();  // another thread enqueued while the query ran
-  ledger.NoteIdle(s, before_query);
-  EXPECT_FALSE(ledger.KnownIdle(s));
+  ledger.NoteIdle(kContext, s, before_query);
+  EXPECT_FALSE(ledger.KnownIdle(kContext, s));
   // A later finding counts; an older one never lowers it again.
-  ledger.NoteIdle(s, ledger.Mark());
-  ledger.NoteIdle(s, before_query);
-  EXPECT_TRUE(ledger.KnownIdle(s));
+  ledger.NoteIdle(kContext, s, ledger.Mark());
+  ledger.NoteIdle(kContext, s, before_query);
+  EXPECT_TRUE(ledger.KnownIdle(kContext, s));
 }
 
-TEST(StreamIdleLedgerTest, NullIsTheLegacyStreamAndAContextSynchronizeCoversAll) {
+TEST(StreamIdleLedgerTest, NullIsTheLegacyStreamAndAContextSynchronizeCoversItsStreams) {
   StreamIdleLedger ledger;
-  ledger.NoteIdle(nullptr, ledger.Mark());
-  EXPECT_TRUE(ledger.KnownIdle(kLegacy));
-  EXPECT_TRUE(ledger.KnownIdle(nullptr));
+  ledger.NoteIdle(kContext, nullptr, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kContext, kLegacy));
+  EXPECT_TRUE(ledger.KnownIdle(kContext, nullptr));
   ledger.NoteEnqueue();
-  EXPECT_FALSE(ledger.KnownIdle(kLegacy));
-  ledger.NoteAllIdle(ledger.Mark());
-  EXPECT_TRUE(ledger.KnownIdle(FakeStream(7)));
-  EXPECT_TRUE(ledger.KnownIdle(kLegacy));
+  EXPECT_FALSE(ledger.KnownIdle(kContext, kLegacy));
+  ledger.NoteAllIdle(kContext, ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(7)));
+  EXPECT_TRUE(ledger.KnownIdle(kContext, kLegacy));
   ledger.NoteEnqueue();
-  EXPECT_FALSE(ledger.KnownIdle(FakeStream(7)));
+  EXPECT_FALSE(ledger.KnownIdle(kContext, FakeStream(7)));
+}
+
+TEST(StreamIdleLedgerTest, AnotherContextsStreamsAreNotKnown) {
+  // The legacy stream is one handle in every context (every device's
+  // primary context): finding device 0's idle says nothing of device 1's.
+  StreamIdleLedger ledger;
+  ledger.NoteIdle(kContext, kLegacy, ledger.Mark());
+  EXPECT_FALSE(ledger.KnownIdle(FakeContext(2), kLegacy));
+  ledger.NoteAllIdle(kContext, ledger.Mark());
+  EXPECT_FALSE(ledger.KnownIdle(FakeContext(2), FakeStream(9)));
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(9)));
 }
 
 TEST(StreamIdleLedgerTest, EnqueuesFromManyThreadsAreAllCounted) {
@@ -142,17 +155,17 @@ TEST(StreamTrackerTest, FollowsAStreamThroughTheDriver) {
   CUdeviceptr buffer = 0;
   ASSERT_EQ(cuda.cuMemAlloc(&buffer, 1 << 20), CUDA_SUCCESS);
   ASSERT_EQ(cuda.cuStreamSynchronize(stream), CUDA_SUCCESS);
-  EXPECT_TRUE((*tracker)->KnownIdle(stream));
+  EXPECT_TRUE((*tracker)->KnownIdle(context, stream));
   ASSERT_EQ(cuda.cuMemsetD32Async(buffer, 7u, (1 << 20) / 4, stream), CUDA_SUCCESS);
-  EXPECT_FALSE((*tracker)->KnownIdle(stream));
+  EXPECT_FALSE((*tracker)->KnownIdle(context, stream));
   ASSERT_EQ(cuda.cuStreamSynchronize(stream), CUDA_SUCCESS);
-  EXPECT_TRUE((*tracker)->KnownIdle(stream));
+  EXPECT_TRUE((*tracker)->KnownIdle(context, stream));
   ASSERT_EQ(cuda.cuMemsetD32Async(buffer, 8u, (1 << 20) / 4, stream), CUDA_SUCCESS);
   CUresult query = CUDA_ERROR_NOT_READY;
   while ((query = cuda.cuStreamQuery(stream)) == CUDA_ERROR_NOT_READY) {
   }
   ASSERT_EQ(query, CUDA_SUCCESS);
-  EXPECT_TRUE((*tracker)->KnownIdle(stream));
+  EXPECT_TRUE((*tracker)->KnownIdle(context, stream));
   EXPECT_GE((*tracker)->enqueues(), 3u);  // the allocation and the two memsets
   (void)cuda.cuMemFree(buffer);
   (void)cuda.cuStreamDestroy(stream);

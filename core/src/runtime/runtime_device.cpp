@@ -464,6 +464,7 @@ Expected<DeviceBuffer> RuntimeImpl::ImageGlobal(const std::string& symbol) const
   return buffer;
 }
 std::string Runtime::device_name() const { return impl_->device_name(); }
+CUctx_st* Runtime::cuda_context() const { return impl_->cuda_context(); }
 unsigned int Runtime::worker_blocks() const { return impl_->blocks(); }
 
 Status RuntimeImpl::ReserveWorkerStack(CUfunction worker) {

@@ -154,6 +154,7 @@ class RuntimeImpl final : public EpochDevice {
   // Set by Init before anything else; immutable afterwards.
   const RuntimePluginReport& plugin_report() const { return plugins_->report(); }
   const std::string& device_name() const { return device_name_; }
+  CUcontext cuda_context() const { return context_; }  // set by Init, then fixed
   unsigned int blocks() const { return blocks_hint_.load(std::memory_order_relaxed); }
 
  private:

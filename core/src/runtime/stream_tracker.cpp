@@ -24,34 +24,41 @@ CUstream_st* Canonical(CUstream_st* stream) { return stream == nullptr ? kLegacy
 
 }  // namespace
 
-void StreamIdleLedger::NoteIdle(CUstream_st* stream, std::uint64_t mark) {
+void StreamIdleLedger::NoteIdle(CUctx_st* context, CUstream_st* stream, std::uint64_t mark) {
   stream = Canonical(stream);
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [known, at] : idle_) {
-    if (known == stream) {
-      at = std::max(at, mark);
+  for (Found& found : found_) {
+    if (found.context == context && found.stream == stream) {
+      found.mark = std::max(found.mark, mark);
       return;
     }
   }
-  idle_.emplace_back(stream, mark);
+  found_.push_back({context, stream, mark});
 }
 
-void StreamIdleLedger::NoteAllIdle(std::uint64_t mark) {
+void StreamIdleLedger::NoteAllIdle(CUctx_st* context, std::uint64_t mark) {
   std::lock_guard<std::mutex> lock(mutex_);
-  all_idle_ = any_all_idle_ ? std::max(all_idle_, mark) : mark;
-  any_all_idle_ = true;
+  for (Found& found : found_) {
+    if (found.context == context && found.stream == nullptr) {
+      found.mark = std::max(found.mark, mark);
+      return;
+    }
+  }
+  found_.push_back({context, nullptr, mark});
 }
 
-bool StreamIdleLedger::KnownIdle(CUstream_st* stream) const {
+bool StreamIdleLedger::KnownIdle(CUctx_st* context, CUstream_st* stream) const {
   stream = Canonical(stream);
   // The count first: a call that enqueues after this load makes the answer
   // stale only as any answer about the present is (the caller orders its own
   // calls, not other threads').
   const std::uint64_t now = Mark();
   std::lock_guard<std::mutex> lock(mutex_);
-  if (any_all_idle_ && all_idle_ == now) return true;
-  for (const auto& [known, at] : idle_) {
-    if (known == stream) return at == now;
+  for (const Found& found : found_) {
+    if (found.context == context && (found.stream == stream || found.stream == nullptr) &&
+        found.mark == now) {
+      return true;
+    }
   }
   return false;
 }
@@ -285,7 +292,7 @@ void CUPTIAPI OnDriverCall(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
   if (result == nullptr || *result != 0 || call->correlationData == nullptr) return;
   const std::uint64_t mark = *call->correlationData;
   if (kind == DriverCallKind::kContextIdleCheck) {
-    ledger->NoteAllIdle(mark);
+    ledger->NoteAllIdle(call->context, mark);
     return;
   }
   // The parameters of every stream query and synchronize, driver or
@@ -296,7 +303,7 @@ void CUPTIAPI OnDriverCall(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
   if (which == nullptr && kind == DriverCallKind::kPerThreadStreamIdleCheck) {
     which = kPerThreadStream;
   }
-  ledger->NoteIdle(which, mark);
+  ledger->NoteIdle(call->context, which, mark);
 }
 
 template <typename Fn>

@@ -23,10 +23,10 @@ namespace {
 // The process's stream tracker (GPUOS_TORCH_STREAM_TRACKER=1), started by the
 // first runtime opened with it asked for and kept to the process's end: its
 // CUPTI callbacks may run on any thread until then. nullptr when not asked
-// for or not available (then *why says why).
+// for or not available (then `why` says why).
 struct TrackerState {
-  std::mutex mutex;
-  runtime::StreamTracker* tracker = nullptr;  // leaked on purpose
+  std::mutex mutex;                                       // guards the starting and `why`
+  std::atomic<runtime::StreamTracker*> tracker{nullptr};  // set once, leaked on purpose
   std::string why = "off";
 };
 
@@ -43,26 +43,21 @@ Status StartStreamTrackerIfAsked() {
   if (!asked.value_or(0)) return Status::Ok();
   TrackerState& state = Tracking();
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.tracker != nullptr) return Status::Ok();
+  if (state.tracker.load(std::memory_order_relaxed) != nullptr) return Status::Ok();
   auto started = runtime::StreamTracker::Start();
   if (!started.ok()) {
     state.why = "unavailable: " + started.status().message();
     return Status::Ok();  // calls query the stream as without it
   }
-  state.tracker = started->release();
+  state.tracker.store(started->release(), std::memory_order_release);
   state.why = "on";
   return Status::Ok();
 }
 
-// The tracker when it runs (read without the lock: set once, never reset).
+// The tracker when it runs; nullptr otherwise (one atomic load: every
+// compiled call asks).
 runtime::StreamTracker* RunningTracker() {
-  static std::atomic<runtime::StreamTracker*> cached{nullptr};
-  runtime::StreamTracker* tracker = cached.load(std::memory_order_acquire);
-  if (tracker != nullptr) return tracker;
-  TrackerState& state = Tracking();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.tracker != nullptr) cached.store(state.tracker, std::memory_order_release);
-  return state.tracker;
+  return Tracking().tracker.load(std::memory_order_acquire);
 }
 
 }  // namespace
@@ -73,7 +68,8 @@ StreamTrackerReport StreamTrackerStatus() {
   StreamTrackerReport report;
   report.state = state.why;
   report.queries_skipped = queries_skipped.load(std::memory_order_relaxed);
-  report.enqueues = state.tracker != nullptr ? state.tracker->enqueues() : 0;
+  const runtime::StreamTracker* tracker = state.tracker.load(std::memory_order_acquire);
+  report.enqueues = tracker != nullptr ? tracker->enqueues() : 0;
   return report;
 }
 
@@ -283,7 +279,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   static const Expected<bool> open_later = OpenLater();
   GPUOS_RETURN_IF_ERROR(open_later.status());
   if (runtime::StreamTracker* tracker = RunningTracker();
-      tracker != nullptr && tracker->KnownIdle(stream)) {
+      tracker != nullptr && tracker->KnownIdle(runtime_->cuda_context(), stream)) {
     // Nothing was enqueued in the process since the stream was last found
     // idle: published open, with no query (stream_tracker.h).
     StepTimer submit(LaunchStep::kSubmit);

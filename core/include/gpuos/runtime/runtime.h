@@ -40,6 +40,7 @@
 // cuda.h's stream type (CUstream and cudaStream_t are pointers to it),
 // declared here so that this header does not need cuda.h.
 struct CUstream_st;
+struct CUctx_st;  // cuda.h's context type (CUcontext)
 
 namespace gpuos::runtime {
 
@@ -432,6 +433,9 @@ class Runtime {
   // has no such symbol. Read or write it with CopyToHost / CopyToDevice.
   Expected<DeviceBuffer> ImageGlobal(const std::string& symbol) const;
   std::string device_name() const;
+  // The CUDA context the runtime works in: its device's primary context
+  // (PyTorch's too). Lock-free.
+  CUctx_st* cuda_context() const;
 
   // The task records of the device's trace rings (RuntimeConfig::
   // trace_capacity), sorted by (block, start). Records of tasks finishing

@@ -37,6 +37,7 @@
 #include "gpuos/status.h"
 
 struct CUstream_st;
+struct CUctx_st;
 
 namespace gpuos::runtime {
 
@@ -47,22 +48,27 @@ class StreamIdleLedger {
   // The count of such calls so far: read before a query or synchronize, and
   // passed to NoteIdle once it has found the stream idle.
   std::uint64_t Mark() const { return enqueues_.load(std::memory_order_acquire); }
-  // `stream` had no unfinished work at a moment after Mark() returned
-  // `mark`. nullptr and CU_STREAM_LEGACY name the same stream.
-  void NoteIdle(CUstream_st* stream, std::uint64_t mark);
-  // Every stream had no unfinished work then (a context synchronize).
-  void NoteAllIdle(std::uint64_t mark);
-  // Whether `stream` was found idle and nothing was enqueued in the process
-  // since: then it is idle now.
-  bool KnownIdle(CUstream_st* stream) const;
+  // `stream` of `context` had no unfinished work at a moment after Mark()
+  // returned `mark`. Streams are told apart with their context, since the
+  // special handles (nullptr and CU_STREAM_LEGACY, which name the same
+  // stream, and CU_STREAM_PER_THREAD) exist in every context.
+  void NoteIdle(CUctx_st* context, CUstream_st* stream, std::uint64_t mark);
+  // Every stream of `context` had no unfinished work then (a context or
+  // device synchronize).
+  void NoteAllIdle(CUctx_st* context, std::uint64_t mark);
+  // Whether `stream` of `context` was found idle and nothing was enqueued in
+  // the process since: then it is idle now.
+  bool KnownIdle(CUctx_st* context, CUstream_st* stream) const;
 
  private:
+  struct Found {
+    CUctx_st* context;
+    CUstream_st* stream;  // nullptr here: every stream of the context
+    std::uint64_t mark;   // the latest mark it was found idle at
+  };
   std::atomic<std::uint64_t> enqueues_{0};
-  mutable std::mutex mutex_;  // guards the rest
-  // The latest mark each stream was found idle at (a handful of streams).
-  std::vector<std::pair<CUstream_st*, std::uint64_t>> idle_;
-  std::uint64_t all_idle_ = 0;
-  bool any_all_idle_ = false;
+  mutable std::mutex mutex_;  // guards found_
+  std::vector<Found> found_;  // a handful: the streams a process synchronizes
 };
 
 // How StreamTracker classifies one call of the driver or runtime API
@@ -93,7 +99,9 @@ class StreamTracker {
   StreamTracker(const StreamTracker&) = delete;
   StreamTracker& operator=(const StreamTracker&) = delete;
 
-  bool KnownIdle(CUstream_st* stream) const { return ledger_.KnownIdle(stream); }
+  bool KnownIdle(CUctx_st* context, CUstream_st* stream) const {
+    return ledger_.KnownIdle(context, stream);
+  }
   const StreamIdleLedger& ledger() const { return ledger_; }
   // Driver calls counted as enqueues so far (diagnostics).
   std::uint64_t enqueues() const { return ledger_.Mark(); }
