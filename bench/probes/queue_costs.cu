@@ -114,8 +114,8 @@ __device__ void Poll(const unsigned long long* host_word, const volatile unsigne
   if (threadIdx.x != 0) return;
   unsigned long long sum = 0, count = 0;
   while (*done == 0) {
-    const unsigned long long flags = *reinterpret_cast<const volatile unsigned long long*>(
-        host_word + 34);
+    const unsigned long long flags =
+        *reinterpret_cast<const volatile unsigned long long*>(host_word + 34);
     unsigned long long tail, hint;
     asm volatile("ld.acquire.sys.global.v2.u64 {%0, %1}, [%2];"
                  : "=l"(tail), "=l"(hint)
@@ -322,8 +322,7 @@ int main(int argc, char** argv) {
   auto* slot = static_cast<const int4*>(host_dev);
   auto* word =
       reinterpret_cast<unsigned long long*>(static_cast<char*>(host_dev) + kSlotWords * 16);
-  Probe<<<1 + pollers, kThreads>>>(slot, word, counters, out, cycles, reps, clock_ns, done,
-                                   polls);
+  Probe<<<1 + pollers, kThreads>>>(slot, word, counters, out, cycles, reps, clock_ns, done, polls);
   if (!Ok(cudaDeviceSynchronize(), "the probe kernel")) return 1;
   unsigned long long poll_count = 0;
   cudaMemcpy(&poll_count, polls, sizeof(poll_count), cudaMemcpyDeviceToHost);

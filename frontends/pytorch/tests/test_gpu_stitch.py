@@ -332,6 +332,18 @@ def test_stream_orders_calls_that_do_not_wait_on_the_host(gpu):
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
 
 
+# A subprocess script's start: attention at seq 128 compiled as `f`, its
+# inputs q, k, v.
+_ATTENTION_SCRIPT_START = textwrap.dedent("""
+    import math, torch, gpuos
+    def attention(q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(8, 128, 64, device="cuda") for _ in range(3))
+    f = gpuos.compile(attention)
+""")
+
+
 @pytest.mark.parametrize("switch, fence", [("1", "gpu"), ("0", "system")])
 def test_completion_fence_follows_its_switch_and_results_match(gpu, switch, fence):
     """GPUOS_TORCH_GPU_FENCE (docs/runtime.md, "The completion's fence"): a
@@ -339,13 +351,7 @@ def test_completion_fence_follows_its_switch_and_results_match(gpu, switch, fenc
     one with 0; every call's results right either way. Each call's q is the
     one before's output, read right after the call returns by PyTorch's
     kernels (the reference) and by the next call."""
-    script = textwrap.dedent("""
-        import math, torch, gpuos
-        def attention(q, k, v):
-            return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(8, 128, 64, device="cuda") for _ in range(3))
-        f = gpuos.compile(attention)
+    script = _ATTENTION_SCRIPT_START + textwrap.dedent("""
         for _ in range(50):
             want = attention(q, k, v)
             got = f(q, k, v)
@@ -365,13 +371,7 @@ def test_stream_tracker_skips_queries_and_keeps_the_order(gpu):
     synchronize, the calls after the first are published with no query;
     a call right after eager work still pending on the stream (a large
     matmul its input depends on) sees that work's result."""
-    script = textwrap.dedent("""
-        import math, torch, gpuos
-        def attention(q, k, v):
-            return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
-        torch.manual_seed(0)
-        q, k, v = (torch.randn(8, 128, 64, device="cuda") for _ in range(3))
-        f = gpuos.compile(attention)
+    script = _ATTENTION_SCRIPT_START + textwrap.dedent("""
         stream = torch.cuda.current_stream()
         for _ in range(30):
             got = f(q, k, v)
