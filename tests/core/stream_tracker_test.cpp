@@ -76,6 +76,24 @@ TEST(StreamIdleLedgerTest, AnotherContextsStreamsAreNotKnown) {
   EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(9)));
 }
 
+TEST(StreamIdleLedgerTest, ManyStreamsKeepTheNewestFindings) {
+  // 64 findings are kept; a 65th replaces the one with the oldest mark.
+  StreamIdleLedger ledger;
+  ledger.NoteIdle(kContext, FakeStream(1), ledger.Mark());
+  ledger.NoteEnqueue();
+  for (std::uintptr_t n = 2; n <= 64; ++n) ledger.NoteIdle(kContext, FakeStream(n), ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(2)));
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(64)));
+  ledger.NoteIdle(kContext, FakeStream(65), ledger.Mark());
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(65)));
+  for (std::uintptr_t n = 2; n <= 64; ++n) {
+    EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(n))) << n;
+  }
+  // The finding replaced was stream 1's, the oldest (the 63 newer ones all
+  // still count above); it was stale anyway.
+  EXPECT_FALSE(ledger.KnownIdle(kContext, FakeStream(1)));
+}
+
 TEST(StreamIdleLedgerTest, EnqueuesFromManyThreadsAreAllCounted) {
   StreamIdleLedger ledger;
   const std::uint64_t start = ledger.Mark();

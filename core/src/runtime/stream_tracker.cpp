@@ -22,10 +22,13 @@ CUstream_st* const kLegacyStream = reinterpret_cast<CUstream_st*>(0x1);
 
 CUstream_st* Canonical(CUstream_st* stream) { return stream == nullptr ? kLegacyStream : stream; }
 
+// Findings kept at most: a process that synchronizes more streams than this
+// loses the oldest finding (that stream is then asked about again).
+constexpr std::size_t kMaxFindings = 64;
+
 }  // namespace
 
-void StreamIdleLedger::NoteIdle(CUctx_st* context, CUstream_st* stream, std::uint64_t mark) {
-  stream = Canonical(stream);
+void StreamIdleLedger::Note(CUctx_st* context, CUstream_st* stream, std::uint64_t mark) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Found& found : found_) {
     if (found.context == context && found.stream == stream) {
@@ -33,18 +36,21 @@ void StreamIdleLedger::NoteIdle(CUctx_st* context, CUstream_st* stream, std::uin
       return;
     }
   }
-  found_.push_back({context, stream, mark});
+  if (found_.size() < kMaxFindings) {
+    found_.push_back({context, stream, mark});
+    return;
+  }
+  Found& oldest = *std::min_element(found_.begin(), found_.end(),
+                                    [](const Found& a, const Found& b) { return a.mark < b.mark; });
+  oldest = {context, stream, mark};
+}
+
+void StreamIdleLedger::NoteIdle(CUctx_st* context, CUstream_st* stream, std::uint64_t mark) {
+  Note(context, Canonical(stream), mark);
 }
 
 void StreamIdleLedger::NoteAllIdle(CUctx_st* context, std::uint64_t mark) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (Found& found : found_) {
-    if (found.context == context && found.stream == nullptr) {
-      found.mark = std::max(found.mark, mark);
-      return;
-    }
-  }
-  found_.push_back({context, nullptr, mark});
+  Note(context, nullptr, mark);
 }
 
 bool StreamIdleLedger::KnownIdle(CUctx_st* context, CUstream_st* stream) const {

@@ -66,9 +66,12 @@ class StreamIdleLedger {
     CUstream_st* stream;  // nullptr here: every stream of the context
     std::uint64_t mark;   // the latest mark it was found idle at
   };
+  // Keeps the latest finding of (context, stream); at most 64 are kept,
+  // the oldest replaced.
+  void Note(CUctx_st* context, CUstream_st* stream, std::uint64_t mark);
   std::atomic<std::uint64_t> enqueues_{0};
   mutable std::mutex mutex_;  // guards found_
-  std::vector<Found> found_;  // a handful: the streams a process synchronizes
+  std::vector<Found> found_;  // the streams a process synchronizes: a handful
 };
 
 // How StreamTracker classifies one call of the driver or runtime API
