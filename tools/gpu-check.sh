@@ -195,8 +195,9 @@ echo "build ok"
 
 echo "== tests"
 # shellcheck disable=SC2086
-# Each test gets GPUOS_CTEST_TIMEOUT_S (default 180 s; the longest GPU test
-# took 12 s in session 38): a hung test fails with its name instead of
+# Each test gets GPUOS_CTEST_TIMEOUT_S (default 180 s; the runtime's longest
+# GPU test took 12.2 s in session 38, bench/results/experiments/
+# gpu_checks_session38.txt): a hung test fails with its name instead of
 # taking the rest of the device call (session 38's first call lost nine
 # minutes to one). A --timeout in --ctest-args comes later and wins.
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 4 --no-tests=error \

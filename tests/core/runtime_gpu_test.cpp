@@ -206,7 +206,9 @@ TEST_F(RuntimeGpuTest, WorkerLeavesRegistersForOtherKernels) {
 // worker's first launch, that launch would wait for every stream to go idle,
 // and a Submit ordered after a stream held back by the host would never
 // return (runtime_streams_gpu_test hung so at 48af683: the worker's 1032
-// bytes against the default 1024).
+// bytes against the default 1024). The limit never shrinks, so this checks
+// the reservation only in a process whose worker never launched before the
+// check: ctest runs each test in a process of its own.
 TEST_F(RuntimeGpuTest, WorkerStackIsReservedAtOpen) {
   OPEN_OR_SKIP(runtime, Open(RuntimeConfig{}));
   const RuntimeStats stats = runtime->stats();

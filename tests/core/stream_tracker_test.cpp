@@ -94,6 +94,76 @@ TEST(StreamIdleLedgerTest, ManyStreamsKeepTheNewestFindings) {
   EXPECT_FALSE(ledger.KnownIdle(kContext, FakeStream(1)));
 }
 
+// The callbacks' rule (NoteDriverCall), as CUPTI would call it.
+constexpr bool kEnter = true;
+constexpr bool kExit = false;
+
+void Enqueue(StreamIdleLedger& ledger, bool site) {
+  std::uint64_t scratch = 0;
+  NoteDriverCall(ledger, DriverCallKind::kMayEnqueue, site, &scratch, true, kContext, nullptr);
+}
+
+void Check(StreamIdleLedger& ledger, DriverCallKind kind, bool site, std::uint64_t* scratch,
+           bool succeeded, CUstream_st* stream) {
+  NoteDriverCall(ledger, kind, site, scratch, succeeded, kContext, stream);
+}
+
+TEST(StreamTrackerRuleTest, AQueryFindsAStreamIdleAsOfItsEntry) {
+  StreamIdleLedger ledger;
+  const auto s = FakeStream(4);
+  std::uint64_t scratch = 0;
+  Check(ledger, DriverCallKind::kStreamIdleCheck, kEnter, &scratch, false, nullptr);
+  Check(ledger, DriverCallKind::kStreamIdleCheck, kExit, &scratch, true, s);
+  EXPECT_TRUE(ledger.KnownIdle(kContext, s));
+  Enqueue(ledger, kEnter);
+  EXPECT_TRUE(ledger.KnownIdle(kContext, s));  // nothing on the stream until the call returns
+  Enqueue(ledger, kExit);
+  EXPECT_FALSE(ledger.KnownIdle(kContext, s));
+  // A query that failed or found work (not CUDA_SUCCESS) finds nothing.
+  Check(ledger, DriverCallKind::kStreamIdleCheck, kEnter, &scratch, false, nullptr);
+  Check(ledger, DriverCallKind::kStreamIdleCheck, kExit, &scratch, false, s);
+  EXPECT_FALSE(ledger.KnownIdle(kContext, s));
+}
+
+TEST(StreamTrackerRuleTest, AnEnqueueInProgressDuringAQueryMakesItsFindingStale) {
+  // Another thread's launch enters, a query enters and finds the stream idle
+  // (the launch's work not there yet), then the launch returns: the stream
+  // is not idle, and the ledger must not say so.
+  StreamIdleLedger ledger;
+  const auto s = FakeStream(5);
+  std::uint64_t scratch = 0;
+  Enqueue(ledger, kEnter);
+  Check(ledger, DriverCallKind::kStreamIdleCheck, kEnter, &scratch, false, nullptr);
+  Check(ledger, DriverCallKind::kStreamIdleCheck, kExit, &scratch, true, s);
+  Enqueue(ledger, kExit);
+  EXPECT_FALSE(ledger.KnownIdle(kContext, s));
+}
+
+TEST(StreamTrackerRuleTest, PerThreadDefaultStreamsAreNeverKnown) {
+  // A null stream in a _ptsz call is the calling thread's own default
+  // stream: one thread's finding would say nothing of another's.
+  StreamIdleLedger ledger;
+  std::uint64_t scratch = 0;
+  Check(ledger, DriverCallKind::kPerThreadStreamIdleCheck, kEnter, &scratch, false, nullptr);
+  Check(ledger, DriverCallKind::kPerThreadStreamIdleCheck, kExit, &scratch, true, nullptr);
+  EXPECT_FALSE(ledger.KnownIdle(kContext, reinterpret_cast<CUstream_st*>(0x2)));
+  EXPECT_FALSE(ledger.KnownIdle(kContext, kLegacy));  // nor is it the legacy stream
+  // An explicit stream in a _ptsz call is that stream.
+  Check(ledger, DriverCallKind::kPerThreadStreamIdleCheck, kEnter, &scratch, false, nullptr);
+  Check(ledger, DriverCallKind::kPerThreadStreamIdleCheck, kExit, &scratch, true, FakeStream(6));
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(6)));
+}
+
+TEST(StreamTrackerRuleTest, AContextSynchronizeFindsEveryStreamOfItsContextIdle) {
+  StreamIdleLedger ledger;
+  std::uint64_t scratch = 0;
+  Enqueue(ledger, kExit);
+  Check(ledger, DriverCallKind::kContextIdleCheck, kEnter, &scratch, false, nullptr);
+  Check(ledger, DriverCallKind::kContextIdleCheck, kExit, &scratch, true, nullptr);
+  EXPECT_TRUE(ledger.KnownIdle(kContext, FakeStream(8)));
+  EXPECT_FALSE(ledger.KnownIdle(FakeContext(3), FakeStream(8)));
+}
+
 TEST(StreamIdleLedgerTest, EnqueuesFromManyThreadsAreAllCounted) {
   StreamIdleLedger ledger;
   const std::uint64_t start = ledger.Mark();

@@ -167,7 +167,11 @@ class RuntimeImpl final : public EpochDevice {
   // it at the worker's first launch, which waits for every stream of the
   // context to go idle: a Submit ordered after a stream held back by the
   // host (or by a wait on gpuos itself) would never return. Called where an
-  // image is loaded, when no worker runs (module loads wait for that anyway).
+  // image is loaded, when no worker runs (a module load waits for every
+  // kernel to exit: ../shared/design/device-facts.md). The raise itself
+  // waits for the context's streams: at Open, and, for an image that needs
+  // more than the limit, inside an epoch switch's gap (where the relaunch's
+  // own growth waited before).
   Status ReserveWorkerStack(CUfunction worker);
   // Builds an image of `specs` for this device (the repository, when there
   // is one, is the build cache). Takes no lock.

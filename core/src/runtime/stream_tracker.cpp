@@ -18,7 +18,7 @@ namespace {
 
 // cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, without cuda.h.
 CUstream_st* const kLegacyStream = reinterpret_cast<CUstream_st*>(0x1);
-[[maybe_unused]] CUstream_st* const kPerThreadStream = reinterpret_cast<CUstream_st*>(0x2);
+CUstream_st* const kPerThreadStream = reinterpret_cast<CUstream_st*>(0x2);
 
 CUstream_st* Canonical(CUstream_st* stream) { return stream == nullptr ? kLegacyStream : stream; }
 
@@ -46,7 +46,9 @@ void StreamIdleLedger::Note(CUctx_st* context, CUstream_st* stream, std::uint64_
 }
 
 void StreamIdleLedger::NoteIdle(CUctx_st* context, CUstream_st* stream, std::uint64_t mark) {
-  Note(context, Canonical(stream), mark);
+  stream = Canonical(stream);
+  if (stream == kPerThreadStream) return;  // every thread's own: not told apart here
+  Note(context, stream, mark);
 }
 
 void StreamIdleLedger::NoteAllIdle(CUctx_st* context, std::uint64_t mark) {
@@ -55,6 +57,7 @@ void StreamIdleLedger::NoteAllIdle(CUctx_st* context, std::uint64_t mark) {
 
 bool StreamIdleLedger::KnownIdle(CUctx_st* context, CUstream_st* stream) const {
   stream = Canonical(stream);
+  if (stream == kPerThreadStream) return false;
   // The count first: a call that enqueues after this load makes the answer
   // stale only as any answer about the present is (the caller orders its own
   // calls, not other threads').
@@ -69,6 +72,36 @@ bool StreamIdleLedger::KnownIdle(CUctx_st* context, CUstream_st* stream) const {
   return false;
 }
 
+void NoteDriverCall(StreamIdleLedger& ledger, DriverCallKind kind, bool entering,
+                    std::uint64_t* correlation, bool succeeded, CUctx_st* context,
+                    CUstream_st* stream) {
+  switch (kind) {
+    case DriverCallKind::kEnqueuesNothing:
+      return;
+    case DriverCallKind::kMayEnqueue:
+      // At the exit: the work is on its stream by then, so a query that
+      // entered before this (and may have missed it) has an older mark.
+      if (!entering) ledger.NoteEnqueue();
+      return;
+    default:
+      break;
+  }
+  if (correlation == nullptr) return;
+  if (entering) {
+    *correlation = ledger.Mark();
+    return;
+  }
+  if (!succeeded) return;
+  if (kind == DriverCallKind::kContextIdleCheck) {
+    ledger.NoteAllIdle(context, *correlation);
+    return;
+  }
+  if (stream == nullptr && kind == DriverCallKind::kPerThreadStreamIdleCheck) {
+    stream = kPerThreadStream;  // not kept: NoteIdle
+  }
+  ledger.NoteIdle(context, stream, *correlation);
+}
+
 #if GPUOS_HAVE_CUPTI
 
 DriverCallKind ClassifyDriverCall(std::uint32_t cbid) {
@@ -80,8 +113,10 @@ DriverCallKind ClassifyDriverCall(std::uint32_t cbid) {
     case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz:
       return DriverCallKind::kPerThreadStreamIdleCheck;
     case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
-    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
       return DriverCallKind::kContextIdleCheck;
+    // Synchronizes the context it is given, which need not be the current
+    // one: no finding, and no enqueue.
+    case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2:
     // Calls that read or set host-side state and enqueue no work. Anything
     // not listed counts as an enqueue: a missing entry costs a query, a
     // wrong one a race, so only plain getters and context switches are here.
@@ -282,34 +317,23 @@ void CUPTIAPI OnDriverCall(void* userdata, CUpti_CallbackDomain domain, CUpti_Ca
   } else {
     return;
   }
-  auto* ledger = static_cast<StreamIdleLedger*>(userdata);
-  const auto* call = static_cast<const CUpti_CallbackData*>(data);
   if (kind == DriverCallKind::kEnqueuesNothing) return;
-  if (kind == DriverCallKind::kMayEnqueue) {
-    if (call->callbackSite == CUPTI_API_ENTER) ledger->NoteEnqueue();
-    return;
-  }
-  if (call->callbackSite == CUPTI_API_ENTER) {
-    if (call->correlationData != nullptr) *call->correlationData = ledger->Mark();
-    return;
-  }
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  const bool entering = call->callbackSite == CUPTI_API_ENTER;
   // CUresult and cudaError_t both read 0 for success.
   const auto* result = static_cast<const int*>(call->functionReturnValue);
-  if (result == nullptr || *result != 0 || call->correlationData == nullptr) return;
-  const std::uint64_t mark = *call->correlationData;
-  if (kind == DriverCallKind::kContextIdleCheck) {
-    ledger->NoteAllIdle(call->context, mark);
-    return;
-  }
+  const bool succeeded = !entering && result != nullptr && *result == 0;
   // The parameters of every stream query and synchronize, driver or
   // runtime, _ptsz or not, begin with the stream.
-  const auto* stream = static_cast<CUstream_st* const*>(call->functionParams);
-  if (stream == nullptr) return;
-  CUstream_st* which = *stream;
-  if (which == nullptr && kind == DriverCallKind::kPerThreadStreamIdleCheck) {
-    which = kPerThreadStream;
+  CUstream_st* stream = nullptr;
+  if (!entering && (kind == DriverCallKind::kStreamIdleCheck ||
+                    kind == DriverCallKind::kPerThreadStreamIdleCheck)) {
+    const auto* first = static_cast<CUstream_st* const*>(call->functionParams);
+    if (first == nullptr) return;
+    stream = *first;
   }
-  ledger->NoteIdle(call->context, which, mark);
+  NoteDriverCall(*static_cast<StreamIdleLedger*>(userdata), kind, entering, call->correlationData,
+                 succeeded, call->context, stream);
 }
 
 template <typename Fn>
@@ -337,14 +361,12 @@ Expected<std::unique_ptr<StreamTracker>> StreamTracker::Start() {
   cupti->result_string = Symbol<Cupti::ResultStringFn>(cupti->library, "cuptiGetResultString");
   if (cupti->subscribe == nullptr || cupti->enable_domain == nullptr ||
       cupti->unsubscribe == nullptr) {
-    dlclose(cupti->library);
     return Unavailable(
         "the stream tracker: libcupti lacks cuptiSubscribe/EnableDomain/Unsubscribe");
   }
   CUptiResult result = cupti->subscribe(&cupti->subscriber, OnDriverCall, &tracker->ledger_);
   if (result != CUPTI_SUCCESS) {
     const std::string why = cupti->Describe(result);
-    dlclose(cupti->library);
     return Unavailable("the stream tracker could not subscribe to CUPTI (" + why +
                        "; another subscriber, such as a profiler, may hold it)");
   }
@@ -355,7 +377,6 @@ Expected<std::unique_ptr<StreamTracker>> StreamTracker::Start() {
   if (result != CUPTI_SUCCESS) {
     const std::string why = cupti->Describe(result);
     cupti->unsubscribe(cupti->subscriber);
-    dlclose(cupti->library);
     return Unavailable(
         "the stream tracker could not enable CUPTI's driver and runtime callbacks (" + why + ")");
   }
@@ -366,8 +387,9 @@ Expected<std::unique_ptr<StreamTracker>> StreamTracker::Start() {
 StreamTracker::~StreamTracker() {
   if (cupti_ == nullptr) return;
   cupti_->unsubscribe(cupti_->subscriber);
-  // The library stays loaded: a callback may still be returning on another
-  // thread, and CUPTI does not support being unloaded and loaded again.
+  // The library stays loaded (as after a failed Start): a callback may still
+  // be returning on another thread, and CUPTI does not support being
+  // unloaded and loaded again.
 }
 
 #else  // no CUPTI headers at build time

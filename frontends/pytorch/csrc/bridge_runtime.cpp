@@ -43,7 +43,9 @@ Status StartStreamTrackerIfAsked() {
   if (!asked.value_or(0)) return Status::Ok();
   TrackerState& state = Tracking();
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.tracker.load(std::memory_order_relaxed) != nullptr) return Status::Ok();
+  // Started, or tried once and unavailable (a profiler holding CUPTI stays):
+  // not again at every runtime.
+  if (state.why != "off") return Status::Ok();
   auto started = runtime::StreamTracker::Start();
   if (!started.ok()) {
     state.why = "unavailable: " + started.status().message();

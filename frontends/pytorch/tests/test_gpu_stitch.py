@@ -370,22 +370,37 @@ def test_stream_tracker_skips_queries_and_keeps_the_order(gpu):
     state without a query"): in a loop of calls each followed by a
     synchronize, the calls after the first are published with no query;
     a call right after eager work still pending on the stream (a large
-    matmul its input depends on) sees that work's result."""
+    matmul its input depends on, or cuBLAS's product itself the last
+    enqueue) sees that work's result and does not skip its query."""
     script = _ATTENTION_SCRIPT_START + textwrap.dedent("""
         stream = torch.cuda.current_stream()
         for _ in range(30):
             got = f(q, k, v)
             stream.synchronize()
         torch.testing.assert_close(got, attention(q, k, v), rtol=1e-4, atol=1e-5)
-        s = gpuos.stats()["runtimes"]["cuda:0"]
-        print("tracker", s["stream_tracker"])
-        print("skipped", s["stream_queries_skipped"])
+        def skipped():
+            return gpuos.stats()["runtimes"]["cuda:0"]["stream_queries_skipped"]
+        print("tracker", gpuos.stats()["runtimes"]["cuda:0"]["stream_tracker"])
+        print("skipped", skipped())
+        before = skipped()
         a = torch.randn(4096, 4096, device="cuda")
         for i in range(10):
             pending = (a @ a)[:8, :128].reshape(8, 128, 1) * 0.0  # still running
             x = q * (i + 2) + pending
             got = f(x, k, v)
             torch.testing.assert_close(got, attention(x, k, v), rtol=1e-4, atol=1e-5)
+        # cuBLAS's own launch the last enqueue before the call: a batched
+        # product writing the call's input.
+        lhs = torch.randn(8, 128, 4096, device="cuda")
+        rhs = torch.randn(8, 4096, 64, device="cuda") / 64
+        for _ in range(10):
+            stream.synchronize()  # known idle here, until the product's launch
+            x = torch.bmm(lhs, rhs)
+            got = f(x, k, v)
+            torch.testing.assert_close(got, attention(x, k, v), rtol=1e-4, atol=1e-5)
+        # Every one of those calls found work on the stream: none skipped
+        # its query.
+        print("skipped_with_work", skipped() - before)
         print("ok")
     """)
     done = _python(script, GPUOS_TORCH_STREAM_TRACKER="1")
@@ -395,6 +410,7 @@ def test_stream_tracker_skips_queries_and_keeps_the_order(gpu):
         pytest.skip(f"the stream tracker did not start here: {state}")
     skipped = int(done.stdout.split("skipped ", 1)[1].splitlines()[0])
     assert skipped >= 20, done.stdout
+    assert "skipped_with_work 0" in done.stdout, done.stdout
 
 
 def test_bad_host_wait_is_refused_by_name(gpu):

@@ -63,11 +63,12 @@ struct RuntimeConfig {
   unsigned int blocks = 0;
   // Blocks that read the host's queue tail at full rate (one PCIe round trip
   // a look; docs/runtime.md, "Parking and relaunch"). At least 1; capped at
-  // the grid's blocks. Their reads slow the rest of the GPU: eight made every
-  // fence and PCIe read of a call several times slower and attention calls
-  // 3-4x slower on an H200, without a sooner pick-up (bench/results/
-  // experiments/pollers_ab_session38.txt); every block polling made round
-  // trips 60-540 us on an H100. Keep the default unless measured.
+  // the grid's blocks. Their reads slow the rest of the GPU: in one round on
+  // an H200, eight made attention calls 3-4x slower, their admission, last
+  // count and tiles' span several times longer, without a sooner pick-up
+  // (bench/results/experiments/pollers_ab_session38.txt); every block
+  // polling made round trips 60-540 us on an H100. Keep the default unless
+  // measured.
   unsigned int pollers = 2;
   // Queue sizes. A graph must fit: tasks <= task_capacity, distinct tensors
   // <= tensor_capacity, edges + roots <= successor_capacity. When they are

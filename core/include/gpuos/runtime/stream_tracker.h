@@ -12,11 +12,15 @@
 // StreamIdleLedger is that bookkeeping, with no CUDA dependency (tested
 // without a GPU). StreamTracker feeds it from CUPTI's driver- and
 // runtime-API callbacks (both, in case a runtime call reaches the driver
-// by a path CUPTI does not report): every call not known to enqueue
-// nothing counts as an enqueue, on any stream (conservative: a call it
-// cannot classify only costs a query), and a successful stream query or
-// synchronize (or a context or device synchronize) notes its stream (or
-// every stream) idle as of the count at the call's entry. CUPTI allows one subscriber per process,
+// by a path CUPTI does not report; NoteDriverCall is the rule): every call
+// not known to enqueue nothing counts as an enqueue, on any stream
+// (conservative: a call it cannot classify only costs a query), counted
+// when it returns, once its work is there for any later query to see; a
+// successful stream query or synchronize (or a context or device
+// synchronize) notes its stream (or every stream of the context) idle as
+// of the count at that call's entry. So an enqueue still in progress while
+// a query runs returns after the query's entry and makes its finding
+// stale, whether the query saw the new work or not. CUPTI allows one subscriber per process,
 // so the tracker is opt-in: while it runs, profilers that use CUPTI (torch.profiler, Nsight
 // Systems) cannot subscribe, and every driver call pays the callback.
 //
@@ -43,15 +47,16 @@ namespace gpuos::runtime {
 
 class StreamIdleLedger {
  public:
-  // A driver call that may enqueue work on some stream began.
+  // A call that may have enqueued work on some stream returned.
   void NoteEnqueue() { enqueues_.fetch_add(1, std::memory_order_acq_rel); }
   // The count of such calls so far: read before a query or synchronize, and
   // passed to NoteIdle once it has found the stream idle.
   std::uint64_t Mark() const { return enqueues_.load(std::memory_order_acquire); }
   // `stream` of `context` had no unfinished work at a moment after Mark()
   // returned `mark`. Streams are told apart with their context, since the
-  // special handles (nullptr and CU_STREAM_LEGACY, which name the same
-  // stream, and CU_STREAM_PER_THREAD) exist in every context.
+  // legacy stream's handles (nullptr and CU_STREAM_LEGACY) exist in every
+  // context. CU_STREAM_PER_THREAD names another stream in every thread, so
+  // findings of it are not kept (KnownIdle of it is false).
   void NoteIdle(CUctx_st* context, CUstream_st* stream, std::uint64_t mark);
   // Every stream of `context` had no unfinished work then (a context or
   // device synchronize).
@@ -89,12 +94,22 @@ enum class DriverCallKind {
 DriverCallKind ClassifyDriverCall(std::uint32_t cupti_driver_cbid);
 DriverCallKind ClassifyRuntimeCall(std::uint32_t cupti_runtime_cbid);
 
+// What one callback of a call of `kind` tells `ledger` (the tracker's rule,
+// exposed for tests). `entering`: the call's entry, else its exit;
+// `correlation`: CUPTI's scratch word shared by the two; at the exit,
+// `succeeded` (CUresult or cudaError_t 0), the thread's current `context`
+// and the call's stream (its first parameter; nullptr also for a call
+// without one).
+void NoteDriverCall(StreamIdleLedger& ledger, DriverCallKind kind, bool entering,
+                    std::uint64_t* correlation, bool succeeded, CUctx_st* context,
+                    CUstream_st* stream);
+
 class StreamTracker {
  public:
-  // Subscribes to CUPTI's driver-API callbacks (libcupti.so loaded at run
-  // time). Unavailable naming the reason when CUPTI cannot be loaded, when
-  // another subscriber (a profiler) holds it, or where gpuos was built
-  // without CUPTI's headers.
+  // Subscribes to CUPTI's driver- and runtime-API callbacks (libcupti.so
+  // loaded at run time and never unloaded). Unavailable naming the reason when CUPTI cannot be
+  // loaded, when another subscriber (a profiler) holds it, or where gpuos was built without CUPTI's
+  // headers.
   static Expected<std::unique_ptr<StreamTracker>> Start();
   // Unsubscribes. Destroy it only when no other thread makes driver calls
   // (a callback may be running); a frontend keeps one for the process.
