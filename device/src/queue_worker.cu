@@ -81,7 +81,8 @@ constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
 // A/B experiment (GPUOS_JIT_DEFINES=GPUOS_POLLER_FLAGS_EVERY=N): a poller
 // reads the host's stop and keep_warm word with every Nth read of the tail
 // instead of every one (1, the default), for half the pollers' PCIe reads;
-// a stop or keep_warm is then seen up to N rounds later.
+// a stop or keep_warm is then seen up to N rounds later (an idle grid may
+// park in the meantime despite a keep_warm).
 #ifndef GPUOS_POLLER_FLAGS_EVERY
 #define GPUOS_POLLER_FLAGS_EVERY 1
 #endif
@@ -1094,7 +1095,11 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           completed = 0;
         }
         // A poller reaches this only after its claim attempt of this round
-        // (kNone), which read host_flags.
+        // (kNone), which read host_flags (with GPUOS_POLLER_QUIET_NS also
+        // after a quiet round, and with GPUOS_POLLER_FLAGS_EVERY after a
+        // read without the flags: host_flags are then an earlier read's,
+        // which only delays a stop or a keep_warm; a submission in flight
+        // keeps the grid from parking anyway).
         if ((poller || (idle_rounds & 7u) == 0) &&
             ShouldPark(q, idle_since, started_ns, started_clock, params.pollers, host_flags,
                        idle_rounds, &poller, &park_watch)) {
