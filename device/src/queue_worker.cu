@@ -1065,12 +1065,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         unsigned long long claim_hint = 0;  // the lone hint read with the tail
         GPUOS_PHASE_BEGIN(claim_clock);
         if (kPollerQuietNs != 0) peeked_ns = GlobalTimerNs();
-        if (kPollerFlagsEvery == 1) {
-          value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint);
-        } else {
-          value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint,
-                                 peeks++ % kPollerFlagsEvery == 0);
-        }
+        value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint,
+                               kPollerFlagsEvery == 1 || peeks++ % kPollerFlagsEvery == 0);
         if (value != kNone) {
           GPUOS_PHASE_MARK(claim_clock, 28);
           // The claim after the read (its atomics: 0.33 us at attention seq

@@ -498,7 +498,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   RuntimeStats stats = stats_;
   stats.worker_blocks = blocks_;
-  stats.worker_pollers = std::min(pollers_, blocks_);
+  stats.worker_pollers = params_.pollers;
   stats.worker_registers = worker_registers_;
   stats.worker_local_bytes = worker_local_bytes_;
   stats.idle_park = idle_park_;

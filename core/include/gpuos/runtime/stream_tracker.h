@@ -120,13 +120,11 @@ class StreamTracker {
   bool KnownIdle(CUctx_st* context, CUstream_st* stream) const {
     return ledger_.KnownIdle(context, stream);
   }
-  const StreamIdleLedger& ledger() const { return ledger_; }
-  // Driver calls counted as enqueues so far (diagnostics).
+  // Calls counted as enqueues so far (diagnostics).
   std::uint64_t enqueues() const { return ledger_.Mark(); }
 
-  struct Cupti;  // the loaded library and the subscription (stream_tracker.cpp)
-
  private:
+  struct Cupti;  // the loaded library and the subscription (stream_tracker.cpp)
   StreamTracker() = default;
   StreamIdleLedger ledger_;
   std::unique_ptr<Cupti> cupti_;
