@@ -404,12 +404,13 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // alone (direct tiles off: docs/runtime.md, "Direct tiles") with them and
   // with quiet pollers that read the host's flags less often
   // (GPUOS_POLLER_QUIET_NS, GPUOS_POLLER_FLAGS_EVERY: queue_worker.cu), and
-  // direct admissions that read only the slot's used words
-  // (GPUOS_SLOT_USED_WORDS: queue_direct.cuh).
+  // direct admissions that read the whole slot with direct tiles counted
+  // after a fence, as until session 39 (GPUOS_SLOT_USED_WORDS=0,
+  // GPUOS_DIRECT_COUNT_ACQ_REL=0: queue_direct.cuh).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8", "1"},
-        Variant{"GPUOS_SLOT_USED_WORDS=1", nullptr}}) {
+        Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0", nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});

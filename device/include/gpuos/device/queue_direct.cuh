@@ -28,14 +28,15 @@
 //   of the slot (S completed and the slot was reused while this block was
 //   late: that one cannot complete before the tile counts, so its area is
 //   read again after a fence and the tile run).
-// - Every block fences a tile's results and adds 1 to DirectSlot::done;
-//   the block whose add makes it S's tiles completes S
-//   (CompleteSubmission) and claims nothing more (every tile ran, so every
-//   tile was claimed); the count goes back to 0 when the slot's next direct
-//   submission opens. Near the task's end any other block claims its next
-//   tile after its count (far from it, before: RunDirectTiles): S may have
-//   completed meanwhile and its slot been reused, so a
-//   claim is judged by the word's holder as a helper's is (a later
+// - Every block adds 1 to DirectSlot::done for a tile, an acquire-release
+//   add that releases the tile's results (CountDirectTile); the block whose
+//   add makes it S's tiles completes S (CompleteSubmission, with no fence of
+//   its own where results are in device memory) and claims nothing more
+//   (every tile ran, so every tile was claimed); the count goes back to 0
+//   when the slot's next direct submission opens. Near the task's end any
+//   other block claims its next tile after its count (far from it, before:
+//   RunDirectTiles): S may have completed meanwhile and its slot been
+//   reused, so a claim is judged by the word's holder as a helper's is (a later
 //   submission's tile is run after its area is read again). Until session
 //   31 a block claimed before it counted, which put the claim's round trip
 //   on the path of the last count, the one that ends the call.
@@ -94,15 +95,18 @@ __device__ __forceinline__ void ReadSlot(const Queue& q, unsigned int slot, Slot
   }
 }
 
-// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_SLOT_USED_WORDS=1): a claim the
-// host's lone hint announced (queue_worker.cu, kAdmitDirect) reads only the
-// slot's first `used` words (the record and the inline graph, as the hint
-// counts them) and its last (the gate word), a few PCIe requests instead of
-// 64; the other words are left zero and never read. The probe's 64 words and
-// the last took 1.4-1.5 us against the whole slot's 1.5-1.6 (docs/runtime.md,
-// "What the steps cost by themselves"). 0, the default: the whole slot.
+// A claim the host's lone hint announced (queue_worker.cu, kAdmitDirect)
+// reads only the slot's first `used` words (the record and the inline graph,
+// as the hint counts them) and its last (the gate word), a few PCIe requests
+// instead of 64; the other words are left zero and never read (Admit, where
+// the direct path declines the submission, reads no word past the inline
+// graph). The admission took 2.53-2.56 us against 2.78-2.94 reading the whole
+// slot (H200, two instances, attention seq 32 and 128, session 39:
+// bench/results/experiments/slot_used_words_ab_session39.txt).
+// GPUOS_JIT_DEFINES=GPUOS_SLOT_USED_WORDS=0: the whole slot, as until session
+// 39 (an A/B switch).
 #ifndef GPUOS_SLOT_USED_WORDS
-#define GPUOS_SLOT_USED_WORDS 0
+#define GPUOS_SLOT_USED_WORDS 1
 #endif
 constexpr bool kSlotUsedWords = GPUOS_SLOT_USED_WORDS != 0;
 
@@ -116,6 +120,39 @@ __device__ __forceinline__ void ReadSlotUsed(const Queue& q, unsigned int slot, 
     const unsigned int w = threadIdx.x + j * blockDim.x;
     words.w[j] =
         w < used || w == kSubmissionSlotWords - 1 ? __ldcv(slot_words + w) : make_int4(0, 0, 0, 0);
+  }
+}
+
+// How a block counts a finished tile in DirectSlot::done: one
+// atom.acq_rel.gpu.add, whose release orders the tile's results (every
+// thread's, after the block's barrier) before the count and whose acquire,
+// for the block whose add is the last, orders the other tiles' results
+// (each released by its own count) before the completion word, which then
+// needs no fence of its own where results are in device memory
+// (CompleteSubmission's `acquired`). Until session 39: a __threadfence, a
+// relaxed add, then the completion's __threadfence (a second fence costs
+// about 0.24 us after the first: bench/probes/queue_costs.cu,
+// fence_gpu_twice_after_store against fence_gpu_after_store).
+// GPUOS_JIT_DEFINES=GPUOS_DIRECT_COUNT_ACQ_REL=0 restores that (an A/B
+// switch).
+#ifndef GPUOS_DIRECT_COUNT_ACQ_REL
+#define GPUOS_DIRECT_COUNT_ACQ_REL 1
+#endif
+constexpr bool kDirectCountAcqRel = GPUOS_DIRECT_COUNT_ACQ_REL != 0;
+
+// Thread 0 of a block whose tile's results are stored (after a barrier):
+// adds 1 to `done` (DirectSlot::done) and returns the value before the add.
+__device__ __forceinline__ unsigned int CountDirectTile(unsigned int* done) {
+  if constexpr (kDirectCountAcqRel) {
+    unsigned int before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(done)
+                 : "memory");
+    return before;
+  } else {
+    __threadfence();  // this tile's results before its count
+    return atomicAdd(done, 1u);
   }
 }
 
@@ -508,8 +545,7 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
       const bool claim_first = claimed + gridDim.x < tiles;
       const DirectClaim early =
           claim_first ? DecodeDirectClaim(atomicAdd(&direct->claim, 1ull)) : DirectClaim{};
-      __threadfence();  // this tile's results before its count
-      const bool last = atomicAdd(&direct->done, 1u) + 1u == tiles;
+      const bool last = CountDirectTile(&direct->done) + 1u == tiles;
       GPUOS_PHASE_MARK(phase_clock, 22);
       unsigned int next = kNoTask;
       if (last) {
@@ -520,7 +556,7 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
         // behind them (the likely cause of a completion 0.5-1.0 us longer at
         // 104 tiles in the first version of this change, session 31).
         const unsigned long long counted_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
-        CompleteSubmission(q, slot, sequence);
+        CompleteSubmission(q, slot, sequence, kDirectCountAcqRel);
         ctx.recorder->QueueEvent(q, kTraceCompleteOp, counted_ns, sequence);
         // The mirror after the completion, off the call's path (before it,
         // with its atomic and PCIe store, counted-to-stored was 2.2-2.7 us

@@ -311,8 +311,14 @@ __device__ __forceinline__ bool GateOpen(const Submission& sub, unsigned long lo
 // clears it for the slot's next submission, then publishes the completion.
 // `sequence`: the submission's (q.sequences[slot], read by the caller while
 // the slot was still held, so that the read overlaps the count).
+// `acquired`: the caller's count was an acquire-release whose acquire saw
+// every other count of the submission, each a release of its block's
+// results and error reports (queue_direct.cuh, CountDirectTile), and its
+// release covered the caller's own: where results are in device memory,
+// nothing is left for a gpu-scope fence to order, and it is skipped.
 __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot,
-                                                   unsigned long long sequence) {
+                                                   unsigned long long sequence,
+                                                   bool acquired = false) {
   // Releases the tasks' results and acquires the other blocks' error
   // reports (each fenced before the count that made this one the last).
   // Where every task's outputs are in device memory (kCompletionScopeGpu),
@@ -323,7 +329,7 @@ __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int 
   // completion_fence_ab_session37.txt); it also orders a task's stores to
   // mapped host memory, which the other does not.
   if (q.completion_scope == kCompletionScopeGpu) {
-    __threadfence();
+    if (!acquired) __threadfence();
   } else {
     __threadfence_system();
   }
