@@ -70,8 +70,9 @@ constexpr bool kHelperEarlyClaim = GPUOS_HELPER_EARLY_CLAIM != 0;
 // submission is in flight, a poller reads the host's tail at most every N ns
 // (0, the default: at full rate, as always). Eight pollers made every fence
 // and PCIe read of a call several times slower (H200, session 38: bench/
-// results/experiments/pollers_ab_session38.txt), so two may cost a call's
-// fences something too. Never 0 while in flight: a submission at a gate may
+// results/experiments/pollers_ab_session38.txt); with the default two, 4000
+// changed nothing measurable (session 39: bench/results/experiments/
+// poller_switches_ab_session39.txt). Never 0 while in flight: a submission at a gate may
 // wait for a stream that waits for a later submission, which must be
 // picked up.
 #ifndef GPUOS_POLLER_QUIET_NS
@@ -985,7 +986,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ int action;
   __shared__ unsigned long long argument;
   __shared__ unsigned int batch_count;
-  __shared__ unsigned int direct_words;  // kDirect's: the board's slot words
+  __shared__ unsigned int direct_words;  // kDirect's: the board's slot words; kAdmitDirect's: the hint's
   // The ring slot being admitted, parsed once (ParseSlot) for
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;

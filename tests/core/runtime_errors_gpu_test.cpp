@@ -177,6 +177,57 @@ TEST_F(RuntimeDiagnosticsTest, FailuresSurviveTheReuseOfTheirSlot) {
   EXPECT_TRUE(runtime->Synchronize().ok());
 }
 
+// A lone tiled task that fails in every tile, with completions after a
+// gpu-scope fence (RuntimeConfig::device_memory_results, as the PyTorch
+// frontend runs): it runs as direct tiles, whose last count is an
+// acquire-release add after which the completion has no fence of its own
+// (queue_direct.cuh, CountDirectTile), so the error records that the other
+// tiles wrote reach the completing block through the counts alone. Each
+// failure reports its own code; a good submission of the same task between
+// two failures completes with its results.
+TEST_F(RuntimeDiagnosticsTest, ErrorsOfDirectTilesReachGpuScopeCompletions) {
+  RuntimeConfig config;
+  config.device_memory_results = true;
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr std::size_t kN = 1 << 16;
+  auto out = Upload(*runtime, std::vector<float>(kN, NAN));
+  ASSERT_TRUE(out.ok());
+  TaskOptions tiled;
+  tiled.tiles = 32;
+  const std::uint64_t direct_before = runtime->stats().direct_submissions;
+  constexpr int kRounds = 50;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string code = std::to_string(200 + round);
+    TaskGraph failing(*runtime);
+    ASSERT_TRUE(
+        failing.Add("spin", DType::kF32, {out->desc}, {{"fail_code", code}}, {}, tiled).ok());
+    auto failed = runtime->Submit(failing);
+    ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+    const Status status = failed->Wait(std::chrono::seconds(10));
+    EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition)
+        << "round " << round << ": " << status.ToString();
+    EXPECT_TRUE(Contains(status.message(), "code " + code)) << status.message();
+
+    TaskGraph good(*runtime);
+    ASSERT_TRUE(
+        good.Add("spin", DType::kF32, {out->desc}, {{"value", std::to_string(round)}}, {}, tiled)
+            .ok());
+    auto done = runtime->Submit(good);
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    ASSERT_TRUE(done->Wait(std::chrono::seconds(10)).ok()) << "round " << round;
+  }
+  auto got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  for (std::size_t i = 0; i < kN; ++i) {
+    ASSERT_EQ((*got)[i], static_cast<float>(kRounds - 1)) << "at " << i;
+  }
+  // They ran as direct tiles: the mirror of that count is a lower bound
+  // (the last completions' mirrors may still be on their way), so at least
+  // half of the 2 * kRounds.
+  EXPECT_GE(runtime->stats().direct_submissions - direct_before,
+            static_cast<std::uint64_t>(kRounds));
+}
+
 TEST_F(RuntimeDiagnosticsTest, WatchdogNamesATaskOverTheLimitAndTheRuntimeKeepsServing) {
   std::mutex log_mutex;
   std::vector<std::string> log;

@@ -405,12 +405,15 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // with quiet pollers that read the host's flags less often
   // (GPUOS_POLLER_QUIET_NS, GPUOS_POLLER_FLAGS_EVERY: queue_worker.cu), and
   // direct admissions that read the whole slot with direct tiles counted
-  // after a fence, as until session 39 (GPUOS_SLOT_USED_WORDS=0,
-  // GPUOS_DIRECT_COUNT_ACQ_REL=0: queue_direct.cuh).
+  // after a fence and their tables left in device memory, as until session
+  // 39 (GPUOS_SLOT_USED_WORDS=0, GPUOS_DIRECT_COUNT_ACQ_REL=0,
+  // GPUOS_DIRECT_TABLE_IN_SHARED=0: queue_direct.cuh).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8", "1"},
-        Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0", nullptr}}) {
+        Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
+                "GPUOS_DIRECT_TABLE_IN_SHARED=0",
+                nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});

@@ -24,12 +24,13 @@
 // so the tracker is opt-in: while it runs, profilers that use CUPTI (torch.profiler, Nsight
 // Systems) cannot subscribe, and every driver call pays the callback.
 //
-// Status (session 38): the ledger is tested on the CPU; the CUPTI
-// subscription has not yet run on a GPU. The PyTorch frontend publishes a
-// call open, with no query, when the tracker (GPUOS_TORCH_STREAM_TRACKER=1)
-// knows its stream idle; that pays only once the worker reads a
-// submission published open together with the queue's tail (not built:
-// docs/pytorch.md).
+// Status (session 39): the ledger is tested on the CPU and the CUPTI
+// subscription on an H200. The PyTorch frontend publishes a call open, with
+// no query, when the tracker (GPUOS_TORCH_STREAM_TRACKER=1) knows its
+// stream idle. Measured there, CUPTI's callbacks cost every CUDA call of
+// the process about 2 us, more than the query a call saves, so the worker's
+// read of a submission published open, which would have used it, is not
+// built (docs/pytorch.md, "Knowing the stream's state without a query").
 #pragma once
 
 #include <atomic>

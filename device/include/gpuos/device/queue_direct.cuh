@@ -100,9 +100,9 @@ __device__ __forceinline__ void ReadSlot(const Queue& q, unsigned int slot, Slot
 // as the hint counts them) and its last (the gate word), a few PCIe requests
 // instead of 64; the other words are left zero and never read (Admit, where
 // the direct path declines the submission, reads no word past the inline
-// graph). The admission took 2.53-2.56 us against 2.78-2.94 reading the whole
-// slot (H200, two instances, attention seq 32 and 128, session 39:
-// bench/results/experiments/slot_used_words_ab_session39.txt).
+// graph). The admission took 2.53-2.59 us against 2.82-2.98 reading the whole
+// slot (H200, one instance, two rounds, mlp batch 1 and attention seq 32 and
+// 128, session 39: bench/results/experiments/slot_used_words_ab_session39.txt).
 // GPUOS_JIT_DEFINES=GPUOS_SLOT_USED_WORDS=0: the whole slot, as until session
 // 39 (an A/B switch).
 #ifndef GPUOS_SLOT_USED_WORDS
@@ -328,7 +328,8 @@ __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
   return lone;
 }
 
-// All threads of the admitting block, with the whole slot in `words` and
+// All threads of the admitting block, with the slot's words in `words` (the
+// whole slot, or the used ones and the last: ReadSlotUsed) and
 // its record and gate word parsed (`sub`, shared, and `gate_word`;
 // ParseSlot): whether the submission runs as direct tiles (see the file
 // comment); if so, its area is written and the word opened with tile 0
@@ -411,12 +412,45 @@ __device__ unsigned long long AwaitDirectOpening(DirectSlot* direct, unsigned lo
   }
 }
 
+// A lone table task's descriptor table (TaskGraph::AddTableTask: its only
+// tensor, then the records after it; a stitched program's addresses) in
+// ctx.descs, in shared memory, instead of the area: every stage of a
+// stitched tile reads its buffers' addresses from the table before its
+// first loads, one L2 round trip each time where the table is in device
+// memory (stitch.cuh, Tile). The block has the table's words in registers
+// already (LoadDirectTask reads the whole area), so staging it costs a few
+// shared stores. GPUOS_JIT_DEFINES=GPUOS_DIRECT_TABLE_IN_SHARED=0: the table
+// stays in the area, as until session 39 (an A/B switch).
+#ifndef GPUOS_DIRECT_TABLE_IN_SHARED
+#define GPUOS_DIRECT_TABLE_IN_SHARED 1
+#endif
+constexpr bool kDirectTableInShared = GPUOS_DIRECT_TABLE_IN_SHARED != 0;
+
+// The length of `task`'s table as staged in ctx.descs (0: not staged): a
+// task of one tensor whose area (`area_words`, the submission's own count)
+// holds the task, the graph's tensors and the single successor word of its
+// root, so that the area's tensors from the task's one on are its table and
+// fit kMaxTaskTensors descriptors.
+__device__ __forceinline__ unsigned int StagedTableLength(const TaskDesc& task,
+                                                          unsigned int area_words) {
+  if (!kDirectTableInShared || task.num_tensors != 1 || area_words < kTaskWords) return 0;
+  const unsigned int area_tensors = (area_words - kTaskWords) / kTensorWords;
+  const unsigned int first = static_cast<unsigned int>(task.tensors[0]);
+  if (first >= area_tensors) return 0;
+  const unsigned int length = area_tensors - first;
+  return length <= static_cast<unsigned int>(kMaxTaskTensors) ? length : 0u;
+}
+
 // All threads: the task (into `task`) and its tensors' descriptors (into
-// ctx.descs) from the area's first `area_words` words (L2). Thread 0 claims
-// a tile with the loads in flight when `claim` is set, and returns the word.
+// ctx.descs) from the area's first `area_words` words (L2); where
+// `exact_words` (area_words is the submission's own count, not an upper
+// bound) and the task's table fits, its whole table into ctx.descs
+// (StagedTableLength, returned in *staged; 0 otherwise). Thread 0 claims a
+// tile with the loads in flight when `claim` is set, and returns the word.
 __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* area,
-                                             unsigned int area_words, bool claim, TaskDesc* task,
-                                             const DirectContext& ctx) {
+                                             unsigned int area_words, bool exact_words, bool claim,
+                                             TaskDesc* task, const DirectContext& ctx,
+                                             unsigned int* staged) {
   SlotWords payload;
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
@@ -431,17 +465,27 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
   }
   __syncthreads();
   const unsigned int num = task->num_tensors <= kMaxTaskTensors ? task->num_tensors : 0u;
+  const unsigned int table = exact_words ? StagedTableLength(*task, area_words) : 0u;
+  const unsigned int table_first = static_cast<unsigned int>(task->tensors[0]);
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
     const unsigned int p = threadIdx.x + j * blockDim.x;
     if (p < kTaskWords || p >= area_words) continue;
     const unsigned int tensor = (p - kTaskWords) / kTensorWords;
+    const unsigned int word_of = (p - kTaskWords) % kTensorWords;
+    if (table != 0) {  // descs[0] is the task's tensor, as below
+      if (tensor - table_first < table) {
+        reinterpret_cast<int4*>(ctx.descs + (tensor - table_first))[word_of] = payload.w[j];
+      }
+      continue;
+    }
     for (unsigned int k = 0; k < num; ++k) {
       if (static_cast<unsigned int>(task->tensors[k]) == tensor) {
-        reinterpret_cast<int4*>(ctx.descs + k)[(p - kTaskWords) % kTensorWords] = payload.w[j];
+        reinterpret_cast<int4*>(ctx.descs + k)[word_of] = payload.w[j];
       }
     }
   }
+  *staged = table;
   return word;
 }
 
@@ -455,7 +499,8 @@ struct DirectHandover {
 
 // All threads: runs tile `first` (valid: this block holds it) of submission
 // `sequence`'s task (`task`, `tiles`; its descriptors in ctx.descs, its
-// table in the area) and the tiles it claims after it; the block whose count
+// table there too where `table_staged`, else in the area) and the tiles it
+// claims after it; the block whose count
 // is the last completes the submission. A block claims its next tile after
 // it counts the one it ran (so that the count of the last tile, which ends
 // the call, waits for no claim; the block that makes it claims nothing, as
@@ -464,8 +509,8 @@ struct DirectHandover {
 // word's holder) is handed over in *handover for the caller to run (true
 // returned), as a late helper's (HelpRunDirect).
 __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, const TaskDesc& task,
-                               unsigned int tiles, unsigned int first, const DirectContext& ctx,
-                               DirectHandover* handover) {
+                               unsigned int tiles, unsigned int first, bool table_staged,
+                               const DirectContext& ctx, DirectHandover* handover) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int claimed;  // the tile to run next, kNoTask: none
   __shared__ OpFunction op_function;
@@ -513,8 +558,10 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   call.scratch_bytes = kWorkerScratchBytes;
   call.num_tensors = num_tensors;
   call.status = q.slot_status + slot;
-  call.table = reinterpret_cast<const TensorDesc*>(DirectArea(q, slot) + kTaskWords) +
-               (num_tensors != 0 ? task.tensors[0] : 0);
+  call.table = table_staged
+                   ? ctx.descs
+                   : reinterpret_cast<const TensorDesc*>(DirectArea(q, slot) + kTaskWords) +
+                         (num_tensors != 0 ? task.tensors[0] : 0);
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 20);
   while (claimed != kNoTask) {
@@ -538,7 +585,7 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
       ctx.recorder->Finish(q, tile);
       ++*ctx.completed;
       // Far from the task's end (more tiles left than the grid has blocks)
-      // the next claim goes first, its round trip beside the fence's, as
+      // the next claim goes first, its round trip beside the count's release, as
       // until session 31; the submission cannot complete while this block
       // holds an uncounted tile, so the word is still its own. Near the end
       // the count goes first (below).
@@ -584,26 +631,33 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
 }
 
 // All threads: RunDirectTiles for tile `first` of submission `sequence`
-// (`task`, in shared memory, and its descriptors loaded), then for each
-// later submission's tile it hands over: that submission's area is read
-// after a fence (the add that took the tile was relaxed; the opening that
-// published the area was a release) and its tiles run the same way.
+// (`task`, in shared memory, and its descriptors loaded; its table too
+// where `table_staged`), then for each later submission's tile it hands
+// over: that submission's area is read after a fence (the add that took the
+// tile was relaxed; the opening that published the area was a release) and
+// its tiles run the same way (its table left in the area: its size is not
+// known here).
 __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc* task,
-                          unsigned int tiles, unsigned int first, const DirectContext& ctx) {
+                          unsigned int tiles, unsigned int first, bool table_staged,
+                          const DirectContext& ctx) {
   __shared__ DirectHandover handover;
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
-  while (RunDirectTiles(q, sequence, *task, tiles, first, ctx, &handover)) {
+  while (RunDirectTiles(q, sequence, *task, tiles, first, table_staged, ctx, &handover)) {
     if (threadIdx.x == 0) __threadfence();
     __syncthreads();
     sequence = handover.sequence;
     tiles = handover.tiles;
     first = handover.tile;
-    LoadDirectTask(q.direct + slot, DirectArea(q, slot), kInlinePayloadWords, false, task, ctx);
+    unsigned int staged = 0;
+    LoadDirectTask(q.direct + slot, DirectArea(q, slot), kInlinePayloadWords, false, false, task,
+                   ctx, &staged);
+    table_staged = false;
     __syncthreads();
   }
 }
 
-// All threads of the admitting block, with the whole slot in `words` and
+// All threads of the admitting block, with the slot's words in `words` (the
+// whole slot, or the used ones and the last: ReadSlotUsed) and
 // its record and gate word parsed (`sub`, `gate_word`; ParseSlot): opens
 // submission `sequence`'s lone tiled task (OpenDirect) and runs its tiles
 // until none is left for this block. Returns false, having run nothing,
@@ -626,10 +680,12 @@ __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
   // The descriptors as the helpers get them (the area was written and
   // fenced by this block).
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
-  LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, false, &task, ctx);
+  unsigned int staged = 0;
+  LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, true, false, &task, ctx,
+                 &staged);
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 17);
-  RunDirect(q, sequence, &task, tiles, 0, ctx);
+  RunDirect(q, sequence, &task, tiles, 0, staged != 0, ctx);
   return true;
 }
 
@@ -661,8 +717,11 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   if (claimed == kNoTask) return;
   // The area of the submission the word showed (a later one's size is not
   // known), the claim in flight with the loads.
-  if (run != sequence) area_words = kInlinePayloadWords;
-  const unsigned long long word = LoadDirectTask(direct, area, area_words, true, &task, ctx);
+  const bool own_area = run == sequence;
+  if (!own_area) area_words = kInlinePayloadWords;
+  unsigned int staged = 0;
+  const unsigned long long word =
+      LoadDirectTask(direct, area, area_words, own_area, true, &task, ctx, &staged);
   if (threadIdx.x == 0) {
     const DirectClaim got = DecodeDirectClaim(word);
     reload = 0;
@@ -682,10 +741,10 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   GPUOS_PHASE_MARK(phase_clock, 19);
   if (claimed == kNoTask) return;
   if (reload) {
-    LoadDirectTask(direct, area, kInlinePayloadWords, false, &task, ctx);
+    LoadDirectTask(direct, area, kInlinePayloadWords, false, false, &task, ctx, &staged);
     __syncthreads();
   }
-  RunDirect(q, run, &task, tiles, claimed, ctx);
+  RunDirect(q, run, &task, tiles, claimed, staged != 0, ctx);
 }
 
 }  // namespace queue

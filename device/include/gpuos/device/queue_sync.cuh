@@ -315,12 +315,18 @@ __device__ __forceinline__ bool GateOpen(const Submission& sub, unsigned long lo
 // every other count of the submission, each a release of its block's
 // results and error reports (queue_direct.cuh, CountDirectTile), and its
 // release covered the caller's own: where results are in device memory,
-// nothing is left for a gpu-scope fence to order, and it is skipped.
+// the gpu-scope fence is skipped. The completion word is then a plain
+// store issued once the count's add has returned (the caller branches on
+// it), so every result is in device memory before the word leaves the SM;
+// in PTX's terms the store is not a release of the word, which is enough
+// for its readers (the host and cuStreamWaitValue64) but not for device
+// code acquiring it: none does.
 __device__ __forceinline__ void CompleteSubmission(const Queue& q, unsigned int slot,
                                                    unsigned long long sequence,
                                                    bool acquired = false) {
   // Releases the tasks' results and acquires the other blocks' error
-  // reports (each fenced before the count that made this one the last).
+  // reports (each fenced before, or released by, the count that made this
+  // one the last).
   // Where every task's outputs are in device memory (kCompletionScopeGpu),
   // a gpu-scope fence: the results are in device memory before the word is
   // stored, where later GPU work and copies read them. The system fence took

@@ -64,6 +64,15 @@ __device__ __forceinline__ float4 Load4(const float* p) {
   return __ldcg(reinterpret_cast<const float4*>(p));
 }
 
+// A word of the task's table (Tile): in the worker's shared memory where a
+// direct tile staged it (queue_direct.cuh, StagedTableLength), else in
+// device memory, read at L2 as Load does; a generic address either way.
+__device__ __forceinline__ unsigned long long LoadTableWord(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+
 // Every thread of the block: dst[i] = value(i) for i in [0, kCount), each
 // thread's values loaded into registers first, with all its loads in flight
 // at once (one round trip), then stored. A loop of a load and a store per
@@ -269,10 +278,12 @@ __device__ __forceinline__ C WarpMax(C v) {
 }
 
 // One tile of a stitched task: its buffers and its stage's synchronization.
-// Buffer addresses are read from the task's table in device memory where a
-// stage needs them (each stage reads its few once, before it waits), not
-// copied to shared memory: a `__shared__` table in this header would be one
-// more static allocation in every stitched operator's unit of the image.
+// Buffer addresses are read from the task's table where a stage needs them
+// (each stage reads its few once, before it waits): in the worker's shared
+// memory where a direct tile staged it there (the usual case since session
+// 39), else in device memory; not copied to shared memory here: a
+// `__shared__` table in this header would be one more static allocation in
+// every stitched operator's unit of the image.
 // The table (TaskGraph::AddAddressTableTask): the counters' descriptor,
 // then the buffers' addresses, 8 bytes each.
 class Tile {
@@ -291,7 +302,7 @@ class Tile {
         addresses_(reinterpret_cast<const unsigned long long*>(ctx.call().table + 1)),
         stages_(stages),
         tiles_(tiles) {
-    counters_ = reinterpret_cast<unsigned long long*>(Load(&ctx.call().table[0].data));
+    counters_ = reinterpret_cast<unsigned long long*>(LoadTableWord(&ctx.call().table[0].data));
     // Thread 0 of a stage that waits: the task's counter, which tells the
     // run (Poll; in flight while the stage loads its weights). A stage that
     // waits for nothing does not need it.
@@ -301,7 +312,7 @@ class Tile {
   // Element 0 of buffer `buffer` as E (one load from the table: keep it).
   template <typename E>
   __device__ __forceinline__ E* ptr(int buffer) const {
-    return reinterpret_cast<E*>(Load(addresses_ + buffer));
+    return reinterpret_cast<E*>(LoadTableWord(addresses_ + buffer));
   }
 
   // Thread 0: waits until stage `stage` counted its `tiles` tiles of this
