@@ -20,12 +20,16 @@ struct OpCall {
   unsigned int scratch_bytes;
   unsigned int num_tensors;  // entries in `tensors`
   WorkerStatus* status;      // may be null
-  // The launch's copy of the task's first tensor descriptor, in device
-  // memory (null for a task without tensors). A task added with
-  // runtime::TaskGraph::AddTableTask has the rest of its descriptor table
-  // right after it: table[1], table[2], ...; one added with
-  // AddAddressTableTask its addresses, 8 bytes each (stitched programs,
-  // gpuos/device/stitch.cuh).
+  // The launch's copy of the task's first tensor descriptor (null for a
+  // task without tensors). A task added with runtime::TaskGraph::
+  // AddTableTask has the rest of its descriptor table right after it:
+  // table[1], table[2], ...; one added with AddAddressTableTask its
+  // addresses, 8 bytes each (stitched programs, gpuos/device/stitch.cuh).
+  // A generic pointer: in device memory, or, for a task of one tensor run as
+  // direct tiles whose table fits kMaxTaskTensors descriptors, in the
+  // block's shared memory (queue_direct.cuh, StagedTableLength; since
+  // session 39). Read it with generic loads (plain C++, or ld without a
+  // state space), never with global-only ones (__ldg, __ldcg, ld.global).
   const TensorDesc* table;
 
   // The k-th tensor of the task (inputs first, then outputs).

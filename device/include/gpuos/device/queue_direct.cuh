@@ -74,6 +74,9 @@ constexpr unsigned long long kDirectOpenWaitNs = 50000;
 constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
+// A lone task's one successor word (its root) is fewer words than a
+// descriptor's (StagedTableLength counts the area's tensors by division).
+static_assert(kTensorWords > 1, "a root's successor word is shorter than a descriptor");
 constexpr unsigned int kSlotWordsPerThread = kSubmissionSlotWords / kWorkerThreads;
 static_assert(kSlotWordsPerThread * kWorkerThreads == kSubmissionSlotWords,
               "a ring slot is read in whole words per thread");
@@ -429,8 +432,10 @@ constexpr bool kDirectTableInShared = GPUOS_DIRECT_TABLE_IN_SHARED != 0;
 // The length of `task`'s table as staged in ctx.descs (0: not staged): a
 // task of one tensor whose area (`area_words`, the submission's own count)
 // holds the task, the graph's tensors and the single successor word of its
-// root, so that the area's tensors from the task's one on are its table and
-// fit kMaxTaskTensors descriptors.
+// root (a lone task: no edges, one root; SubmissionPayloadWords), so that
+// the area's tensors from the task's one on are its table and fit
+// kMaxTaskTensors descriptors. The tensor count is the words after the task
+// divided by kTensorWords, rounded down, which drops the successor word.
 __device__ __forceinline__ unsigned int StagedTableLength(const TaskDesc& task,
                                                           unsigned int area_words) {
   if (!kDirectTableInShared || task.num_tensors != 1 || area_words < kTaskWords) return 0;

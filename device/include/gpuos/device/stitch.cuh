@@ -66,7 +66,10 @@ __device__ __forceinline__ float4 Load4(const float* p) {
 
 // A word of the task's table (Tile): in the worker's shared memory where a
 // direct tile staged it (queue_direct.cuh, StagedTableLength), else in
-// device memory, read at L2 as Load does; a generic address either way.
+// device memory, read at L2 as Load does; a generic address either way. No
+// "memory" clobber: the table does not change during an operator's call
+// (it was written before the call's barrier), so the load may be scheduled
+// like Load's.
 __device__ __forceinline__ unsigned long long LoadTableWord(const unsigned long long* p) {
   unsigned long long v;
   asm volatile("ld.relaxed.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p));
@@ -280,8 +283,9 @@ __device__ __forceinline__ C WarpMax(C v) {
 // One tile of a stitched task: its buffers and its stage's synchronization.
 // Buffer addresses are read from the task's table where a stage needs them
 // (each stage reads its few once, before it waits): in the worker's shared
-// memory where a direct tile staged it there (the usual case since session
-// 39), else in device memory; not copied to shared memory here: a
+// memory where a direct tile staged it there (since session 39, for a
+// table of up to seven address records, 140 buffers: every program of the
+// benchmark), else in device memory; not copied to shared memory here: a
 // `__shared__` table in this header would be one more static allocation in
 // every stitched operator's unit of the image.
 // The table (TaskGraph::AddAddressTableTask): the counters' descriptor,
