@@ -24,6 +24,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using testing::DeviceTensor;
+using testing::DirectRunsSettled;
+using testing::DirectTilesOn;
 using testing::Download;
 using testing::Upload;
 
@@ -221,11 +223,12 @@ TEST_F(RuntimeDiagnosticsTest, ErrorsOfDirectTilesReachGpuScopeCompletions) {
   for (std::size_t i = 0; i < kN; ++i) {
     ASSERT_EQ((*got)[i], static_cast<float>(kRounds - 1)) << "at " << i;
   }
-  // They ran as direct tiles: the mirror of that count is a lower bound
-  // (the last completions' mirrors may still be on their way), so at least
-  // half of the 2 * kRounds.
-  EXPECT_GE(runtime->stats().direct_submissions - direct_before,
-            static_cast<std::uint64_t>(kRounds));
+  // Every one of them, failing or not, ran as direct tiles (each a lone
+  // tiled task submitted alone), unless the image was built without them.
+  if (DirectTilesOn()) {
+    const std::uint64_t expected = direct_before + 2 * kRounds;
+    EXPECT_EQ(DirectRunsSettled(*runtime, expected), expected);
+  }
 }
 
 TEST_F(RuntimeDiagnosticsTest, WatchdogNamesATaskOverTheLimitAndTheRuntimeKeepsServing) {

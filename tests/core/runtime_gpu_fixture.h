@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "runtime_test_util.h"
 
@@ -51,6 +55,30 @@ class GpuRuntimeTest : public ::testing::Test {
     if (!error.empty()) ADD_FAILURE() << error;
   }
 };
+
+// Whether the image was built with direct tiles (GPUOS_JIT_DEFINES may turn
+// them off for A/B runs, GPUOS_DIRECT_TILES=0 or 2, or announce every one
+// from its record, =3; queue_sync.cuh).
+inline bool DirectTilesOn() {
+  const char* defines = std::getenv("GPUOS_JIT_DEFINES");
+  const std::string key = "GPUOS_DIRECT_TILES=";
+  const std::size_t at = defines == nullptr ? std::string::npos : std::string(defines).find(key);
+  if (at == std::string::npos) return true;
+  const char value = defines[at + key.size()];
+  return value == '1' || value == '3';
+}
+
+// RuntimeStats::direct_submissions once it reaches `expected`, or after a
+// second (the device mirrors it just after each completion).
+inline std::uint64_t DirectRunsSettled(Runtime& runtime, std::uint64_t expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  std::uint64_t seen = runtime.stats().direct_submissions;
+  while (seen < expected && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    seen = runtime.stats().direct_submissions;
+  }
+  return seen;
+}
 
 }  // namespace gpuos::runtime::testing
 

@@ -20,6 +20,8 @@ namespace gpuos::runtime {
 namespace {
 
 using testing::DeviceTensor;
+using testing::DirectRunsSettled;
+using testing::DirectTilesOn;
 using testing::Download;
 using testing::Filled;
 using testing::Upload;
@@ -119,30 +121,6 @@ TEST_F(RuntimeGpuTest, FanOutFanIn) {
     const double expected = kBranches * 2.0 * xs[i] + kBranches * (kBranches - 1) / 2.0;
     ASSERT_NEAR((*out)[i], expected, 1e-3 * std::abs(expected)) << "at " << i;
   }
-}
-
-// Whether the image was built with direct tiles (GPUOS_JIT_DEFINES may turn
-// them off for A/B runs, GPUOS_DIRECT_TILES=0 or 2, or announce every one
-// from its record, =3; queue_sync.cuh).
-bool DirectTilesOn() {
-  const char* defines = std::getenv("GPUOS_JIT_DEFINES");
-  const std::string key = "GPUOS_DIRECT_TILES=";
-  const std::size_t at = defines == nullptr ? std::string::npos : std::string(defines).find(key);
-  if (at == std::string::npos) return true;
-  const char value = defines[at + key.size()];
-  return value == '1' || value == '3';
-}
-
-// RuntimeStats::direct_submissions once it reaches `expected`, or after a
-// second (the device mirrors it just after each completion).
-std::uint64_t DirectRunsSettled(Runtime& runtime, std::uint64_t expected) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  std::uint64_t seen = runtime.stats().direct_submissions;
-  while (seen < expected && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    seen = runtime.stats().direct_submissions;
-  }
-  return seen;
 }
 
 // Runs `rounds` graphs of `tasks` independent tiled adds of n elements each
@@ -690,6 +668,55 @@ TEST(RuntimeShutdownTest, FuturesAndCallsAfterShutdownAreSafe) {
   rt->Free(a->buffer);  // a no-op after Shutdown, not a crash
   EXPECT_EQ(rt->Shutdown().code(), StatusCode::kUnavailable);
   EXPECT_GE(rt->stats().submissions, 1u);
+}
+
+// A table task run as direct tiles (a lone tiled task) has its table
+// staged in the block's shared memory where it fits eight descriptors
+// (queue_direct.cuh, StagedTableLength) and read from the slot's area
+// otherwise: 140 addresses (the first descriptor and seven records, the
+// largest staged table) and 141 (eight records, left in the area) each give
+// every tile every address, call after call.
+TEST_F(RuntimeGpuTest, AddressTablesOnEitherSideOfTheStagedSizeReachEveryTile) {
+  OPEN_OR_SKIP(runtime, OpenConfig(TablePackConfig()));
+  for (const std::size_t count : {std::size_t{140}, std::size_t{141}}) {
+    std::vector<float> values(count);
+    for (std::size_t k = 0; k < count; ++k) values[k] = static_cast<float>(k % 5 + 1);
+    auto held = Upload(*runtime, values);
+    ASSERT_TRUE(held.ok());
+    auto out = Upload(*runtime, Filled(4, std::nanf("")));
+    ASSERT_TRUE(out.ok());
+    device::TensorDesc first = {};
+    first.data = out->buffer.address;
+    first.dtype = device::kDTypeU8;
+    first.numel = 1;
+    std::vector<std::uint64_t> addresses;
+    for (std::size_t k = 0; k < count; ++k) addresses.push_back(held->buffer.address + 4 * k);
+    TaskGraph graph(*runtime);
+    TaskOptions options;
+    options.work_items = 4;
+    options.tiles = 4;
+    ASSERT_TRUE(graph
+                    .AddAddressTableTask("address_sum", DType::kU8, first, addresses,
+                                         {{"count", std::to_string(count)}}, {}, options)
+                    .ok());
+    ASSERT_EQ(graph.tensors().size(),
+              1 + (count + TaskGraph::kAddressesPerRecord - 1) / TaskGraph::kAddressesPerRecord);
+    float sum = 0;  // whole numbers below 2^24: exact in any order
+    for (std::size_t k = 0; k < count; ++k) sum += static_cast<float>(k) * values[k];
+    const std::vector<float> poison = Filled(4, std::nanf(""));
+    for (int round = 0; round < 20; ++round) {
+      ASSERT_TRUE(
+          runtime->CopyToDevice(out->buffer.address, poison.data(), poison.size() * sizeof(float))
+              .ok());
+      auto done = runtime->Submit(graph);
+      ASSERT_TRUE(done.ok()) << done.status().ToString();
+      ASSERT_OK(done->Wait(std::chrono::seconds(10)));
+      auto got = Download(*runtime, *out);
+      ASSERT_TRUE(got.ok());
+      ASSERT_EQ(*got, (std::vector<float>{sum, sum + 1, sum + 2, sum + 3}))
+          << count << " addresses, round " << round;
+    }
+  }
 }
 
 }  // namespace
