@@ -986,7 +986,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ int action;
   __shared__ unsigned long long argument;
   __shared__ unsigned int batch_count;
-  __shared__ unsigned int direct_words;  // kDirect's: the board's slot words; kAdmitDirect's: the hint's
+  // kDirect's: the board's slot words; kAdmitDirect's: the lone hint's.
+  __shared__ unsigned int direct_words;
   // The ring slot being admitted, parsed once (ParseSlot) for
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
