@@ -475,6 +475,32 @@ RuntimeConfig TablePackConfig() {
   return config;
 }
 
+// A u8 scalar descriptor at `address`: a table's entry, or the anchor of an
+// address table.
+device::TensorDesc U8Entry(std::uint64_t address) {
+  device::TensorDesc d = {};
+  d.data = address;
+  d.dtype = device::kDTypeU8;
+  d.numel = 1;
+  return d;
+}
+
+// Adds an address_sum task of `tiles` tiles (one work item each) to
+// `graph`: its first descriptor `out`'s buffer, its addresses the first
+// `count` floats of `held`.
+Status AddAddressSum(TaskGraph& graph, const DeviceTensor& out, const DeviceTensor& held,
+                     std::size_t count, std::uint32_t tiles) {
+  std::vector<std::uint64_t> addresses;
+  for (std::size_t k = 0; k < count; ++k) addresses.push_back(held.buffer.address + 4 * k);
+  TaskOptions options;
+  options.work_items = tiles;
+  options.tiles = tiles;
+  return graph
+      .AddAddressTableTask("address_sum", DType::kU8, U8Entry(out.buffer.address), addresses,
+                           {{"count", std::to_string(count)}}, {}, options)
+      .status();
+}
+
 // A task added with AddTableTask reaches every entry of its table through
 // OpCall::table, in order, from every tile (the contract of tables of
 // descriptors): entries 1..5 hold 1, 2, 4, 8, 16 and tile t writes
@@ -490,16 +516,9 @@ TEST_F(RuntimeGpuTest, TableTaskReadsItsWholeTableFromEveryTile) {
   }
   auto out = Upload(*runtime, Filled(4, std::nanf("")));
   ASSERT_TRUE(out.ok());
-  const auto entry = [](std::uint64_t address) {
-    device::TensorDesc d = {};
-    d.data = address;
-    d.dtype = device::kDTypeU8;
-    d.numel = 1;
-    return d;
-  };
-  std::vector<device::TensorDesc> table = {entry(out->buffer.address)};
-  for (const DeviceTensor& v : values) table.push_back(entry(v.buffer.address));
-  table.push_back(entry(out->buffer.address));
+  std::vector<device::TensorDesc> table = {U8Entry(out->buffer.address)};
+  for (const DeviceTensor& v : values) table.push_back(U8Entry(v.buffer.address));
+  table.push_back(U8Entry(out->buffer.address));
   TaskGraph graph(*runtime);
   TaskOptions options;
   options.work_items = 4;
@@ -533,20 +552,8 @@ TEST_F(RuntimeGpuTest, AddressTableTaskReadsEveryAddressFromEveryTile) {
   ASSERT_TRUE(held.ok());
   auto out = Upload(*runtime, Filled(3, std::nanf("")));
   ASSERT_TRUE(out.ok());
-  device::TensorDesc first = {};
-  first.data = out->buffer.address;
-  first.dtype = device::kDTypeU8;
-  first.numel = 1;
-  std::vector<std::uint64_t> addresses;
-  for (std::size_t k = 0; k < kCount; ++k) addresses.push_back(held->buffer.address + 4 * k);
   TaskGraph graph(*runtime);
-  TaskOptions options;
-  options.work_items = 3;
-  options.tiles = 3;
-  ASSERT_TRUE(graph
-                  .AddAddressTableTask("address_sum", DType::kU8, first, addresses,
-                                       {{"count", std::to_string(kCount)}}, {}, options)
-                  .ok());
+  ASSERT_OK(AddAddressSum(graph, *out, *held, kCount, 3));
   ASSERT_EQ(graph.tensors().size(), 3u);  // the descriptor, then two records
   EXPECT_EQ(graph.tensors()[0].data, out->buffer.address);
   const auto expected = [&](std::size_t rebound, float value) {
@@ -685,20 +692,8 @@ TEST_F(RuntimeGpuTest, AddressTablesOnEitherSideOfTheStagedSizeReachEveryTile) {
     ASSERT_TRUE(held.ok());
     auto out = Upload(*runtime, Filled(4, std::nanf("")));
     ASSERT_TRUE(out.ok());
-    device::TensorDesc first = {};
-    first.data = out->buffer.address;
-    first.dtype = device::kDTypeU8;
-    first.numel = 1;
-    std::vector<std::uint64_t> addresses;
-    for (std::size_t k = 0; k < count; ++k) addresses.push_back(held->buffer.address + 4 * k);
     TaskGraph graph(*runtime);
-    TaskOptions options;
-    options.work_items = 4;
-    options.tiles = 4;
-    ASSERT_TRUE(graph
-                    .AddAddressTableTask("address_sum", DType::kU8, first, addresses,
-                                         {{"count", std::to_string(count)}}, {}, options)
-                    .ok());
+    ASSERT_OK(AddAddressSum(graph, *out, *held, count, 4));
     ASSERT_EQ(graph.tensors().size(),
               1 + (count + TaskGraph::kAddressesPerRecord - 1) / TaskGraph::kAddressesPerRecord);
     float sum = 0;  // whole numbers below 2^24: exact in any order
