@@ -1146,8 +1146,16 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
       SlotWords words;
+      // The slot's area as it is now, read (L2) under the slot's PCIe read,
+      // for an opening that finds it holding the payload (kDirectAreaKept).
+      SlotWords area_now;
+      const bool compare_area = kDirectAreaKept && kSlotUsedWords && current == kAdmitDirect;
       GPUOS_PHASE_BEGIN(read_clock);
-      if (kSlotUsedWords && current == kAdmitDirect) {
+      if (compare_area) {
+        const auto slot = static_cast<unsigned int>(value % q.submission_capacity);
+        LoadAreaAsSlot(DirectArea(q, slot), direct_words, area_now);
+        ReadSlotUsed(q, slot, direct_words, words);
+      } else if (kSlotUsedWords && current == kAdmitDirect) {
         ReadSlotUsed(q, static_cast<unsigned int>(value % q.submission_capacity), direct_words,
                      words);
       } else {
@@ -1163,6 +1171,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           current == kAdmitDirect ||
           (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
       if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
+                                     compare_area ? &area_now : nullptr,
                                      DirectContext{cache.descs[0], &op_cache, scratch, &completed,
                                                    &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten

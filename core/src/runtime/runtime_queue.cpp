@@ -507,6 +507,7 @@ RuntimeStats RuntimeImpl::Stats() const {
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
     stats.direct_submissions = LoadAcquire(&control_->direct_submissions);
+    stats.direct_areas_kept = LoadAcquire(&control_->direct_areas_kept);
     stats.worker_sm_clock_mhz = static_cast<double>(LoadAcquire(&control_->sm_clock_khz)) / 1000;
     const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
     stats.parks = generation_ == 0 ? 0 : (generation_ - 1) + (parked >= generation_ ? 1 : 0);

@@ -119,6 +119,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"backpressure_waits", s.backpressure_waits},
                           {"max_queue_depth", s.max_queue_depth},
                           {"direct_submissions", s.direct_submissions},
+                          {"direct_areas_kept", s.direct_areas_kept},
                           {"worker_blocks", s.worker_blocks},
                           {"worker_registers", s.worker_registers},
                           {"worker_pollers", s.worker_pollers},

@@ -155,6 +155,11 @@ struct RuntimeStats {
   // submission completes, so a lower bound (briefly one behind a wait that
   // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
+  // Of those, the openings that found their ring slot's area holding their
+  // payload already and left it as it was (a replayed program with the same
+  // addresses one ring lap later; docs/runtime.md, "Direct tiles": a kept
+  // area), mirrored the same way.
+  std::uint64_t direct_areas_kept = 0;
   unsigned int worker_blocks = 0;
   unsigned int worker_pollers = 0;  // RuntimeConfig::pollers as the grid gets it
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at

@@ -144,7 +144,10 @@ struct alignas(64) QueueControl {
   // completing the latest one mirrored QueueDeviceState's count (mirrors may
   // land out of order: a lower bound at any moment; diagnostics and tests).
   unsigned long long direct_submissions;
-  unsigned long long reserved2;
+  // Direct openings that found the slot's area holding their payload
+  // already (queue_direct.cuh, kDirectAreaKept), mirrored as
+  // direct_submissions is (a lower bound at any moment).
+  unsigned long long direct_areas_kept;
 };
 
 // Per task-arena entry, device memory; initialized when the task is admitted.
@@ -212,7 +215,8 @@ struct alignas(128) QueueDeviceState {
   unsigned long long park_run_until;
   unsigned int park_bound_generation;
   unsigned int pad_park;
-  unsigned long long pad3[8];
+  unsigned long long direct_areas_kept;  // QueueControl mirrors it
+  unsigned long long pad3[7];
   // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.
   // Idle blocks read the words and take a helper ticket from the task's
   // NodeState::helper_tickets with one atomicSub each, instead of popping

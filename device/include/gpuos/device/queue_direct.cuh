@@ -260,30 +260,34 @@ __device__ __forceinline__ int4* DirectArea(const Queue& q, unsigned int slot) {
                                  static_cast<unsigned long long>(slot) * kDirectAreaBytes);
 }
 
-// DirectSlot::claim: the submission's sequence (low 32 bits), its tiles (16
-// bits; 0: closed, nothing to claim) and the next tile (16 bits). A claim is
-// valid exactly when its `next` is below the word's own `tiles`, so a block
-// never judges a claim by an area that a later submission may be
-// rewriting. Every add past the last tile is a block's single failed claim
-// (or a late helper's), so `next` stays below 2^16 when tiles leave that
-// much room (kDirectMaxTiles).
+// DirectSlot::claim: the submission's sequence (low 32 bits), whether its
+// area was kept (1 bit: DirectAreaKept), its tiles (15 bits; 0: closed,
+// nothing to claim) and the next tile (16 bits). A claim is valid exactly
+// when its `next` is below the word's own `tiles`, so a block never judges
+// a claim by an area that a later submission may be rewriting. Every add
+// past the last tile is a block's single failed claim (or a late
+// helper's), so `next` stays below 2^16 when tiles leave that much room
+// (kDirectMaxTiles).
 struct DirectClaim {
   unsigned int holder;  // sequence, low 32 bits
   unsigned int tiles;
   unsigned int next;
+  bool kept;  // the opening left the area as it was (DirectAreaKept)
   __device__ bool valid() const { return next < tiles; }
 };
-constexpr unsigned int kDirectMaxTiles = 1u << 15;
+constexpr unsigned int kDirectMaxTiles = (1u << 15) - 1;
 __device__ __forceinline__ unsigned long long EncodeDirectClaim(unsigned long long sequence,
                                                                 unsigned int tiles,
-                                                                unsigned int next) {
-  return (sequence & 0xffffffffull) << 32 | static_cast<unsigned long long>(tiles & 0xffffu) << 16 |
-         (next & 0xffffu);
+                                                                unsigned int next,
+                                                                bool kept = false) {
+  return (sequence & 0xffffffffull) << 32 | (kept ? 1ull << 31 : 0ull) |
+         static_cast<unsigned long long>(tiles & 0x7fffu) << 16 | (next & 0xffffu);
 }
 __device__ __forceinline__ DirectClaim DecodeDirectClaim(unsigned long long word) {
   DirectClaim c;
   c.holder = static_cast<unsigned int>(word >> 32);
-  c.tiles = static_cast<unsigned int>((word >> 16) & 0xffffu);
+  c.kept = ((word >> 31) & 1ull) != 0;
+  c.tiles = static_cast<unsigned int>((word >> 16) & 0x7fffu);
   c.next = static_cast<unsigned int>(word & 0xffffu);
   return c;
 }
@@ -331,6 +335,58 @@ __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
   return lone;
 }
 
+// A kept area (docs/runtime.md, "Direct tiles"): where the admitting block
+// finds a slot's area already holding the payload of the submission it
+// opens (a replayed program with the same addresses, one ring lap later),
+// it writes nothing and says so in the opening word (DirectClaim::kept),
+// and the helpers, which read the area and staged its task and
+// descriptors while the admission still read the ring slot over PCIe,
+// claim at once instead of reading the area after the opening. The
+// admitting block reads the area (L2) in flight with the slot's PCIe read
+// (LoadAreaAsSlot), so the comparison adds no round trip.
+//
+// Why a helper's early read is the payload: the area changes only in
+// OpenDirect, before a release (the fence and the opening's exchange), and
+// the slot's previous submissions completed, which the host saw, before
+// this one was published; a kept opening writes nothing, so the helper
+// reads what the admitting block compared, at L2 (ld.global.cg), where
+// every earlier write was performed before that fence returned. A helper
+// whose opening is not kept, or holds another submission, reads the area
+// again after the opening, as before.
+// Off by default: built in session 40 and not yet measured on a GPU. The
+// areas are per ring slot and the runtime's ring has 1024 slots, so a slot's
+// previous occupant is the submission 1024 earlier, which in a process
+// running several programs is rarely the same payload; a kept area pays off
+// only where that holds (one program replayed for more than a lap), and an
+// area keyed by the program instead of the slot would be the general form
+// (not built). GPUOS_JIT_DEFINES=GPUOS_DIRECT_AREA_KEPT=1 turns it on (an
+// A/B switch); with 0 every opening writes the area, the admitting block
+// reads it back and every helper reads it after the opening, as until
+// session 40.
+#ifndef GPUOS_DIRECT_AREA_KEPT
+#define GPUOS_DIRECT_AREA_KEPT 0
+#endif
+constexpr bool kDirectAreaKept = GPUOS_DIRECT_AREA_KEPT != 0;
+
+// All threads of an admitting block: area `area`'s payload words laid out
+// as the ring slot's words of a submission of `used` words (ReadSlotUsed):
+// slot word w, for w in [kSubmissionRecordWords, used), holds area word w -
+// kSubmissionRecordWords; the others zero. L2 loads, issued before the
+// slot's PCIe read so that they return under it.
+__device__ __forceinline__ void LoadAreaAsSlot(const int4* area, unsigned int used,
+                                               SlotWords& words) {
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int w = threadIdx.x + j * blockDim.x;
+    words.w[j] = w >= kSubmissionRecordWords && w < used ? __ldcg(area + w - kSubmissionRecordWords)
+                                                         : make_int4(0, 0, 0, 0);
+  }
+}
+
+__device__ __forceinline__ bool SameWord(const int4& a, const int4& b) {
+  return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w;
+}
+
 // All threads of the admitting block, with the slot's words in `words` (the
 // whole slot, or the used ones and the last: ReadSlotUsed) and
 // its record and gate word parsed (`sub`, shared, and `gate_word`;
@@ -338,11 +394,14 @@ __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
 // comment); if so, its area is written and the word opened with tile 0
 // taken by this block, else the word is closed. Thread 0 leaves the task's
 // words in `task`, its tiles and the area's words in *tiles and
-// *area_words (shared).
+// *area_words (shared). `area_now` (or null): the area's words as
+// LoadAreaAsSlot read them before the slot; where they are the payload
+// already, the area is not written and the opening says it was kept
+// (returned in *kept, shared).
 __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const SlotWords& words,
                            const Submission& sub, unsigned long long gate_word, TaskDesc* task,
-                           unsigned int* tiles, unsigned int* area_words,
-                           const DirectContext& ctx) {
+                           unsigned int* tiles, unsigned int* area_words, const SlotWords* area_now,
+                           int* kept, const DirectContext& ctx) {
   __shared__ int go;
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
@@ -378,21 +437,36 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
     if (threadIdx.x == 0) atomicExch(&direct->claim, EncodeDirectClaim(sequence, 0, 0));
     return false;
   }
-  // The payload into the area (the task from `task`: its indices relative).
+  // The payload (the task from `task`: its indices relative), compared
+  // with the area as it was read before the slot, then written unless the
+  // area holds it already.
+  bool same = area_now != nullptr;
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
     const unsigned int w = threadIdx.x + j * blockDim.x;
     if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
     const unsigned int p = w - kSubmissionRecordWords;
-    __stcg(area + p, p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j]);
+    const int4 word = p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j];
+    if (area_now != nullptr) same = same && SameWord(word, area_now->w[j]);
   }
-  __syncthreads();
+  const bool keep = __syncthreads_and(same ? 1 : 0) != 0;
+  if (!keep) {
+#pragma unroll
+    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+      const unsigned int w = threadIdx.x + j * blockDim.x;
+      if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
+      const unsigned int p = w - kSubmissionRecordWords;
+      __stcg(area + p, p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j]);
+    }
+    __syncthreads();
+  }
   if (threadIdx.x == 0) {
+    *kept = keep ? 1 : 0;
     // 0 here: the count of the slot's last direct submission ended at its
     // tiles and is not reset by its completing block (RunDirectTiles).
     StoreVolatile(&direct->done, 0u);
     __threadfence();  // the area and the count before the opening (release)
-    atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));  // tile 0 is ours
+    atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1, keep));  // tile 0 is ours
     ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
   }
   return true;
@@ -446,27 +520,27 @@ __device__ __forceinline__ unsigned int StagedTableLength(const TaskDesc& task,
   return length <= static_cast<unsigned int>(kMaxTaskTensors) ? length : 0u;
 }
 
-// All threads: the task (into `task`) and its tensors' descriptors (into
-// ctx.descs) from the area's first `area_words` words (L2); where
+// All threads: from `payload`, words of a submission's area laid out with
+// a shift (payload word p is in the SlotWords place of word p + `shift`:
+// 0 for words read from the area, kSubmissionRecordWords for the ring
+// slot's words), the area's first `area_words` words: the task into
+// `task` (with `stage_task`; otherwise `task` holds it already, its tensor
+// indices relative) and its tensors' descriptors into ctx.descs; where
 // `exact_words` (area_words is the submission's own count, not an upper
 // bound) and the task's table fits, its whole table into ctx.descs
-// (StagedTableLength, returned in *staged; 0 otherwise). Thread 0 claims a
-// tile with the loads in flight when `claim` is set, and returns the word.
-__device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* area,
-                                             unsigned int area_words, bool exact_words, bool claim,
-                                             TaskDesc* task, const DirectContext& ctx,
-                                             unsigned int* staged) {
-  SlotWords payload;
+// (StagedTableLength, returned in *staged; 0 otherwise).
+__device__ __forceinline__ void StageDirectPayload(const SlotWords& payload, unsigned int shift,
+                                                   unsigned int area_words, bool exact_words,
+                                                   bool stage_task, TaskDesc* task,
+                                                   const DirectContext& ctx, unsigned int* staged) {
+  if (stage_task) {
 #pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int p = threadIdx.x + j * blockDim.x;
-    payload.w[j] = p < area_words ? __ldcg(area + p) : make_int4(0, 0, 0, 0);
-  }
-  const unsigned long long word = threadIdx.x == 0 && claim ? atomicAdd(&direct->claim, 1ull) : 0;
-#pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int p = threadIdx.x + j * blockDim.x;
-    if (p < kTaskWords) reinterpret_cast<int4*>(task)[p] = payload.w[j];
+    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+      const unsigned int p = threadIdx.x + j * blockDim.x - shift;
+      if (threadIdx.x + j * blockDim.x >= shift && p < kTaskWords) {
+        reinterpret_cast<int4*>(task)[p] = payload.w[j];
+      }
+    }
   }
   __syncthreads();
   const unsigned int num = task->num_tensors <= kMaxTaskTensors ? task->num_tensors : 0u;
@@ -474,7 +548,9 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
   const unsigned int table_first = static_cast<unsigned int>(task->tensors[0]);
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int p = threadIdx.x + j * blockDim.x;
+    const unsigned int w = threadIdx.x + j * blockDim.x;
+    if (w < shift) continue;
+    const unsigned int p = w - shift;
     if (p < kTaskWords || p >= area_words) continue;
     const unsigned int tensor = (p - kTaskWords) / kTensorWords;
     const unsigned int word_of = (p - kTaskWords) % kTensorWords;
@@ -491,6 +567,31 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
     }
   }
   *staged = table;
+}
+
+// All threads: area `area`'s first `area_words` words into registers
+// (L2), laid out as StageDirectPayload takes them with shift 0.
+__device__ __forceinline__ void LoadDirectArea(const int4* area, unsigned int area_words,
+                                               SlotWords& payload) {
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int p = threadIdx.x + j * blockDim.x;
+    payload.w[j] = p < area_words ? __ldcg(area + p) : make_int4(0, 0, 0, 0);
+  }
+}
+
+// All threads: the task (into `task`) and its tensors' descriptors (into
+// ctx.descs) from the area's first `area_words` words (L2; LoadDirectArea,
+// StageDirectPayload). Thread 0 claims a tile with the loads in flight when
+// `claim` is set, and returns the word.
+__device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* area,
+                                             unsigned int area_words, bool exact_words, bool claim,
+                                             TaskDesc* task, const DirectContext& ctx,
+                                             unsigned int* staged) {
+  SlotWords payload;
+  LoadDirectArea(area, area_words, payload);
+  const unsigned long long word = threadIdx.x == 0 && claim ? atomicAdd(&direct->claim, 1ull) : 0;
+  StageDirectPayload(payload, 0, area_words, exact_words, true, task, ctx, staged);
   return word;
 }
 
@@ -664,7 +765,8 @@ __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc*
 // All threads of the admitting block, with the slot's words in `words` (the
 // whole slot, or the used ones and the last: ReadSlotUsed) and
 // its record and gate word parsed (`sub`, `gate_word`; ParseSlot): opens
-// submission `sequence`'s lone tiled task (OpenDirect) and runs its tiles
+// submission `sequence`'s lone tiled task (OpenDirect; `area_now` or null:
+// the area as LoadAreaAsSlot read it, for a kept area) and runs its tiles
 // until none is left for this block. Returns false, having run nothing,
 // when the submission is not one for direct tiles (not a lone tiled inline
 // task, a closed or dropped gate, more than kDirectMaxTiles tiles, a tensor
@@ -672,32 +774,53 @@ __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc*
 // the submission as any other.
 __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
                                  const SlotWords& words, const Submission& sub,
-                                 unsigned long long gate_word, const DirectContext& ctx) {
+                                 unsigned long long gate_word, const SlotWords* area_now,
+                                 const DirectContext& ctx) {
   __shared__ __align__(16) TaskDesc task;
   __shared__ unsigned int tiles;
   __shared__ unsigned int opened_words;
+  __shared__ int kept;
   GPUOS_PHASE_BEGIN(phase_clock);
-  if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, ctx)) {
+  if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, area_now, &kept,
+                  ctx)) {
     return false;
   }
   GPUOS_PHASE_MARK(phase_clock, 16);
   __syncthreads();  // what thread 0 left
-  // The descriptors as the helpers get them (the area was written and
-  // fenced by this block).
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   unsigned int staged = 0;
-  LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, true, false, &task, ctx,
-                 &staged);
+  if (kDirectAreaKept) {
+    // The descriptors from the slot's words this block holds (what the
+    // area holds too, written or kept), with no round trip.
+    StageDirectPayload(words, kSubmissionRecordWords, opened_words, true, false, &task, ctx,
+                       &staged);
+  } else {
+    // The descriptors as the helpers get them (the area was written and
+    // fenced by this block).
+    LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, true, false, &task, ctx,
+                   &staged);
+  }
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 17);
   RunDirect(q, sequence, &task, tiles, 0, staged != 0, ctx);
+  if (threadIdx.x == 0 && kept) {
+    // Counted after the block's tiles, off the call's path (diagnostics
+    // and tests: RuntimeStats::direct_areas_kept).
+    StoreVolatile(&q.control->direct_areas_kept,
+                  atomicAdd(&q.state->direct_areas_kept, 1ull) + 1ull);
+  }
   return true;
 }
 
 // All threads of a helper the direct board named for submission
 // `sequence` (`area_words`: the payload words the board gave): waits for
 // the claim word to open and runs tiles until none is left for this block
-// (none when the word never opened or was closed). Not inlined: inlined
+// (none when the word never opened or was closed). With kDirectAreaKept it
+// reads the area and stages its task and descriptors before the wait (the
+// admission is still reading the ring slot then) and claims as soon as an
+// opening of `sequence` says the area was kept; otherwise, or for an
+// opening not kept or of a later submission, it reads the area after the
+// opening. Not inlined: inlined
 // beside OpenAndRunDirect, the worker spilled 176 bytes of registers
 // against 76 with one RunDirect and 60 this way (ptxas -v, sm_90).
 __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long sequence,
@@ -707,42 +830,65 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   __shared__ unsigned int claimed;    // the tile held, kNoTask: none
   __shared__ unsigned long long run;  // whose tile it is
   __shared__ int reload;              // the tile is a later submission's
+  __shared__ int early;               // claimed with the area staged before the opening
   const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
   DirectSlot* const direct = q.direct + slot;
   const int4* const area = DirectArea(q, slot);
   GPUOS_PHASE_BEGIN(phase_clock);
+  unsigned int staged = 0;
+  if (kDirectAreaKept) {
+    SlotWords payload;
+    LoadDirectArea(area, area_words, payload);
+    StageDirectPayload(payload, 0, area_words, true, true, &task, ctx, &staged);
+  }
   if (threadIdx.x == 0) {
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
     const DirectClaim seen = DecodeDirectClaim(word);
     claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
     run = HolderSequence(seen, sequence);
+    early = 0;
+    if (kDirectAreaKept && claimed == 0 && run == sequence && seen.kept) {
+      // The area staged above is this submission's (see kDirectAreaKept).
+      const DirectClaim got = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
+      early = 1;
+      reload = 0;
+      claimed = got.valid() ? got.next : kNoTask;
+      tiles = got.tiles;
+      if (got.valid() && got.holder != static_cast<unsigned int>(run)) {
+        // As below: the tile is a later submission's.
+        __threadfence();
+        run = HolderSequence(got, run);
+        reload = 1;
+      }
+    }
   }
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 18);
   if (claimed == kNoTask) return;
-  // The area of the submission the word showed (a later one's size is not
-  // known), the claim in flight with the loads.
-  const bool own_area = run == sequence;
-  if (!own_area) area_words = kInlinePayloadWords;
-  unsigned int staged = 0;
-  const unsigned long long word =
-      LoadDirectTask(direct, area, area_words, own_area, true, &task, ctx, &staged);
-  if (threadIdx.x == 0) {
-    const DirectClaim got = DecodeDirectClaim(word);
-    reload = 0;
-    claimed = got.valid() ? got.next : kNoTask;
-    tiles = got.tiles;
-    if (got.valid() && got.holder != static_cast<unsigned int>(run)) {
-      // The submission read completed and a later one of the slot opened the
-      // word: the tile is that one's, which cannot complete (nor its area
-      // change) before the tile counts. Its area is read again, after a fence
-      // (the add that saw the opening is relaxed).
-      __threadfence();
-      run = HolderSequence(got, run);
-      reload = 1;
+  if (!early) {
+    // The area of the submission the word showed (a later one's size is not
+    // known), the claim in flight with the loads.
+    const bool own_area = run == sequence;
+    if (!own_area) area_words = kInlinePayloadWords;
+    const unsigned long long word =
+        LoadDirectTask(direct, area, area_words, own_area, true, &task, ctx, &staged);
+    if (threadIdx.x == 0) {
+      const DirectClaim got = DecodeDirectClaim(word);
+      reload = 0;
+      claimed = got.valid() ? got.next : kNoTask;
+      tiles = got.tiles;
+      if (got.valid() && got.holder != static_cast<unsigned int>(run)) {
+        // The submission read completed and a later one of the slot opened the
+        // word: the tile is that one's, which cannot complete (nor its area
+        // change) before the tile counts. Its area is read again, after a fence
+        // (the add that saw the opening is relaxed).
+        __threadfence();
+        run = HolderSequence(got, run);
+        reload = 1;
+      }
     }
+    __syncthreads();
   }
-  __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 19);
   if (claimed == kNoTask) return;
   if (reload) {
