@@ -449,7 +449,8 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
     const int4 word = p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j];
     if (area_now != nullptr) same = same && SameWord(word, area_now->w[j]);
   }
-  const bool keep = __syncthreads_and(same ? 1 : 0) != 0;
+  // (area_now is the block's, so a block without one takes no barrier here.)
+  const bool keep = area_now != nullptr && __syncthreads_and(same ? 1 : 0) != 0;
   if (!keep) {
 #pragma unroll
     for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
@@ -812,6 +813,26 @@ __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
   return true;
 }
 
+// Thread 0 of a helper: what its claim `got` (the word its add returned,
+// for the submission *run whose opening it saw) gives it: *claimed the tile
+// (kNoTask: none) and *tiles; where the tile is a later submission's (the
+// one read completed and a later one of the slot opened the word, which
+// cannot complete, nor its area change, before the tile counts), *run
+// becomes that one and *reload is set: its area is read again, after the
+// fence here (the add that saw the opening is relaxed).
+__device__ __forceinline__ void TakeHelperClaim(const DirectClaim& got, unsigned long long* run,
+                                                unsigned int* claimed, unsigned int* tiles,
+                                                int* reload) {
+  *reload = 0;
+  *claimed = got.valid() ? got.next : kNoTask;
+  *tiles = got.tiles;
+  if (got.valid() && got.holder != static_cast<unsigned int>(*run)) {
+    __threadfence();
+    *run = HolderSequence(got, *run);
+    *reload = 1;
+  }
+}
+
 // All threads of a helper the direct board named for submission
 // `sequence` (`area_words`: the payload words the board gave): waits for
 // the claim word to open and runs tiles until none is left for this block
@@ -849,17 +870,9 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     early = 0;
     if (kDirectAreaKept && claimed == 0 && run == sequence && seen.kept) {
       // The area staged above is this submission's (see kDirectAreaKept).
-      const DirectClaim got = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
       early = 1;
-      reload = 0;
-      claimed = got.valid() ? got.next : kNoTask;
-      tiles = got.tiles;
-      if (got.valid() && got.holder != static_cast<unsigned int>(run)) {
-        // As below: the tile is a later submission's.
-        __threadfence();
-        run = HolderSequence(got, run);
-        reload = 1;
-      }
+      TakeHelperClaim(DecodeDirectClaim(atomicAdd(&direct->claim, 1ull)), &run, &claimed, &tiles,
+                      &reload);
     }
   }
   __syncthreads();
@@ -873,19 +886,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     const unsigned long long word =
         LoadDirectTask(direct, area, area_words, own_area, true, &task, ctx, &staged);
     if (threadIdx.x == 0) {
-      const DirectClaim got = DecodeDirectClaim(word);
-      reload = 0;
-      claimed = got.valid() ? got.next : kNoTask;
-      tiles = got.tiles;
-      if (got.valid() && got.holder != static_cast<unsigned int>(run)) {
-        // The submission read completed and a later one of the slot opened the
-        // word: the tile is that one's, which cannot complete (nor its area
-        // change) before the tile counts. Its area is read again, after a fence
-        // (the add that saw the opening is relaxed).
-        __threadfence();
-        run = HolderSequence(got, run);
-        reload = 1;
-      }
+      TakeHelperClaim(DecodeDirectClaim(word), &run, &claimed, &tiles, &reload);
     }
     __syncthreads();
   }
