@@ -12,8 +12,8 @@
 # another within a round, and rounds with each other for the spread.
 #
 #   GPUOS_COMMIT=<sha> bash frontends/pytorch/tools/ab-profile.sh [--rounds 2] \
-#       [--calls 300] [--case "attention_small seq=128"]... [--phase] [--dry-run] \
-#       NAME=DEFINES NAME=DEFINES...
+#       [--calls 300] [--case "attention_small seq=128"]... [--phase] \
+#       [--tile-starts] [--dry-run] NAME=DEFINES NAME=DEFINES...
 #
 # A variant is NAME=DEFINES: a name (letters, digits, _ and -; each once)
 # and its GPUOS_JIT_DEFINES, blank-separated, empty for the default image;
@@ -21,7 +21,10 @@
 # A word env:VAR=VALUE among the defines is instead set in the variant's
 # environment (the host side: e.g.  query_first=env:GPUOS_TORCH_OPEN_LATER=0).
 # --case as stitch_profile.py's (repeat it; default every workload); with
-# --phase, phase_timing.py takes the first case. --dry-run prints the plan
+# --phase, phase_timing.py takes the first case. --tile-starts: after each
+# stitch_profile.py run, tile_starts.py over each case's trace (when every
+# helper's first tile started, and which blocks were last), in the log.
+# --dry-run prints the plan
 # and exits without building. GPUOS_AB_TIMEOUT_S (default 150) bounds each
 # run. Exit status 1 when a run failed (the others still run), 2 for bad
 # arguments.
@@ -31,7 +34,8 @@ usage() {  # this header
 }
 fail_usage() {
   echo "ab-profile.sh: $1" >&2
-  echo "usage: ab-profile.sh [--rounds N] [--calls N] [--case NAME]... [--phase] [--dry-run]" \
+  echo "usage: ab-profile.sh [--rounds N] [--calls N] [--case NAME]... [--phase] [--tile-starts]" \
+    "[--dry-run]" \
     "NAME=DEFINES NAME=DEFINES..." >&2
   exit 2
 }
@@ -53,6 +57,7 @@ split_words() {
 rounds=2
 calls=300
 phase=0
+tile_starts=0
 dry_run=0
 cases=()
 names=()
@@ -70,6 +75,7 @@ while [[ $# -gt 0 ]]; do
       [[ $# -ge 2 && -n "$2" ]] || fail_usage "--case wants a case name"
       cases+=("$2"); shift 2 ;;
     --phase) phase=1; shift ;;
+    --tile-starts) tile_starts=1; shift ;;
     --dry-run) dry_run=1; shift ;;
     -*) fail_usage "unknown option $1" ;;
     *=*)
@@ -148,6 +154,15 @@ run() {
     status=1
   fi
   grep -E "wall|queue|tiles|a call|slot " "$work/keep/$tag.log" | tee -a "$log"
+  if [[ $tile_starts == 1 && $script == stitch_profile.py ]]; then
+    local trace
+    for trace in "$work/$tag"/trace_*.json; do
+      [[ -e "$trace" ]] || continue
+      echo "   tile starts, ${trace##*/}:" | tee -a "$log"
+      (cd "$ROOT" && "$PY" frontends/pytorch/bench/tile_starts.py "$trace" --count "$calls") 2>&1 |
+        sed 's/^/     /' | tee -a "$log" "$work/keep/$tag.log"
+    done
+  fi
   cp "$work/$tag/${script%.py}.json" "$work/keep/$tag.json" 2>/dev/null ||
     echo "   no ${script%.py}.json from $tag" | tee -a "$log"
 }

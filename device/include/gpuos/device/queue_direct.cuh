@@ -344,6 +344,16 @@ static_assert(kFlaggedHalf == kWorkerThreads, "thread p holds a flagged area's p
 constexpr unsigned int kFlaggedHeaderWord = kFlaggedHalf - 1;
 constexpr unsigned int kFlaggedMaxWords = kFlaggedHeaderWord;
 constexpr unsigned int kFlaggedDeclined = 0xffffffffu;  // the header's words: not direct
+// A/B experiment (GPUOS_JIT_DEFINES="GPUOS_DIRECT_FLAGGED=1
+// GPUOS_DIRECT_FLAGGED_FENCE=1"): the admitting block fences after its
+// flagged stores and writes the header after a barrier, then fences again,
+// in case unfenced stores reach L2 late (helpers' first tiles started 2.1-2.6
+// us after the flagged writes, 1.1-1.5 us after the admitting block's,
+// session 41).
+#ifndef GPUOS_DIRECT_FLAGGED_FENCE
+#define GPUOS_DIRECT_FLAGGED_FENCE 0
+#endif
+constexpr bool kFlaggedFence = GPUOS_DIRECT_FLAGGED_FENCE != 0;
 
 // Whether a lone task of `tiles` tiles and `slot_words` ring slot words (the
 // record and the inline graph) can run as direct tiles with a flagged area.
@@ -706,8 +716,13 @@ struct FlaggedHeader {
 };
 
 // How long a helper naps between two looks at a flagged area that is not
-// complete yet (its admitting block is reading the ring slot).
-constexpr unsigned int kFlaggedPollNs = 64;
+// complete yet (its admitting block is reading the ring slot);
+// GPUOS_DIRECT_FLAGGED_POLL_NS (a JIT define) sets another for A/B runs (0:
+// no nap).
+#ifndef GPUOS_DIRECT_FLAGGED_POLL_NS
+#define GPUOS_DIRECT_FLAGGED_POLL_NS 64
+#endif
+constexpr unsigned int kFlaggedPollNs = GPUOS_DIRECT_FLAGGED_POLL_NS;
 
 // All threads: waits until the flagged area `area` holds submission
 // `flag`'s header and every payload word it counts, and leaves the words in
@@ -756,7 +771,7 @@ __device__ bool LoadFlaggedArea(const int4* area, unsigned int flag, unsigned in
     const bool complete = have_head && (count == kFlaggedDeclined || count > kFlaggedMaxWords ||
                                         threadIdx.x >= count || have_word);
     if (__syncthreads_and(complete ? 1 : 0) != 0) break;
-    __nanosleep(kFlaggedPollNs);
+    if (kFlaggedPollNs != 0) __nanosleep(kFlaggedPollNs);
   }
   const unsigned int count = static_cast<unsigned int>(head.y);
   const bool declined = count == kFlaggedDeclined || count > kFlaggedMaxWords;
@@ -843,10 +858,15 @@ __device__ bool OpenDirectFlagged(const Queue& q, unsigned long long sequence,
                        p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j], flag);
     }
   }
+  if (kFlaggedFence) {
+    __threadfence();
+    __syncthreads();
+  }
   if (threadIdx.x == 0) {
     const unsigned int count = go ? sub.inline_words : kFlaggedDeclined;
     StoreFlaggedWord(area, kFlaggedHeaderWord,
                      make_int4(static_cast<int>(*base), static_cast<int>(count), 0, 0), flag);
+    if (kFlaggedFence) __threadfence();
     if (!go) {
       atomicExch(&direct->claim, EncodeDirectClaim(sequence, 0, 0));
     } else {
