@@ -1181,19 +1181,17 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // header (OpenDirectFlagged), an L2 load under the slot's PCIe read.
       unsigned int count_base = gpuos::device::queue::kFlaggedDeclined;
       if (kDirectFlagged && current == kAdmitDirect && threadIdx.x == 0) {
-        count_base =
-            Volatile(&q.direct[static_cast<unsigned int>(value % q.submission_capacity)].done);
+        count_base = Volatile(&q.direct[SlotOf(q, value + 1)].done);
       }
       GPUOS_PHASE_BEGIN(read_clock);
       if (compare_area) {
-        const auto slot = static_cast<unsigned int>(value % q.submission_capacity);
+        const auto slot = SlotOf(q, value + 1);
         LoadAreaAsSlot(DirectArea(q, slot), direct_words, area_now);
         ReadSlotUsed(q, slot, direct_words, words);
       } else if (kSlotUsedWords && current == kAdmitDirect) {
-        ReadSlotUsed(q, static_cast<unsigned int>(value % q.submission_capacity), direct_words,
-                     words);
+        ReadSlotUsed(q, SlotOf(q, value + 1), direct_words, words);
       } else {
-        ReadSlot(q, static_cast<unsigned int>(value % q.submission_capacity), words);
+        ReadSlot(q, SlotOf(q, value + 1), words);
       }
       ParseSlot(words, &slot_record, &slot_gate_word);
       GPUOS_PHASE_MARK(read_clock, 24);

@@ -195,6 +195,27 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
   return blockIdx.x <= board.helpers;
 }
 
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_SLOT_MASK=1): the direct path
+// finds a submission's ring slot with a mask where the ring's capacity is a
+// power of two (the default 1024) instead of a 64-bit remainder, and a tile's
+// items with a 32-bit division where they fit: a block runs five such 64-bit
+// divisions between the payload's arrival and its first tile, where every
+// block spends 1.06-1.44 us (session 41, bench/results/experiments/
+// flagged_area_ab_session41.txt). Off (0): the remainders, as before.
+#ifndef GPUOS_SLOT_MASK
+#define GPUOS_SLOT_MASK 0
+#endif
+constexpr bool kSlotMask = GPUOS_SLOT_MASK != 0;
+
+// The ring slot of submission `sequence` (1, 2, ...).
+__device__ __forceinline__ unsigned int SlotOf(const Queue& q, unsigned long long sequence) {
+  const unsigned int capacity = q.submission_capacity;
+  if (kSlotMask && (capacity & (capacity - 1)) == 0) {
+    return static_cast<unsigned int>(sequence - 1) & (capacity - 1);
+  }
+  return static_cast<unsigned int>((sequence - 1) % capacity);
+}
+
 // Tile `t` of `tiles` of a task's items [begin, end), for RunChain and
 // RunDirectTiles. Large tiles start on 64-element boundaries, so every tile
 // keeps the operators' 16-byte vector path (an odd chunk loses it).
@@ -202,7 +223,12 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
 // does it once a task); ChunkItems: tile `t`'s of chunks of `chunk`.
 __device__ __forceinline__ long long TileChunk(const TaskDesc& task, unsigned int tiles) {
   const long long items = task.end - task.begin;
-  long long chunk = (items + tiles - 1) / tiles;
+  long long chunk;
+  if (kSlotMask && items >= 0 && items < (1ll << 31)) {
+    chunk = (static_cast<unsigned int>(items) + tiles - 1u) / tiles;
+  } else {
+    chunk = (items + tiles - 1) / tiles;
+  }
   if (chunk >= 1024) chunk = (chunk + 63) & ~63ll;
   return chunk;
 }
@@ -458,7 +484,7 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
                            unsigned int* tiles, unsigned int* area_words, const SlotWords* area_now,
                            int* kept, const DirectContext& ctx) {
   __shared__ int go;
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
   int4* const area = DirectArea(q, slot);
 #pragma unroll
@@ -791,7 +817,7 @@ __device__ __forceinline__ bool OpenDirectAtClaim(const Queue& q, unsigned long 
   const unsigned int tiles = LoneHintTiles(hint);
   const unsigned int words = LoneHintWords(hint);
   if (!FlaggedAreaFits(tiles, words)) return false;
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   atomicExch(&q.direct[slot].claim, EncodeDirectClaim(sequence, tiles, 1));
   PostDirectBoard(q, sequence, tiles, words);
   return true;
@@ -811,7 +837,7 @@ __device__ bool OpenDirectFlagged(const Queue& q, unsigned long long sequence,
                                   unsigned int* area_words, unsigned int claim_tiles,
                                   unsigned int* base, const DirectContext& ctx) {
   __shared__ int go;
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
   int4* const area = DirectArea(q, slot);
   if (threadIdx.x == 0 && *base == kFlaggedDeclined) *base = Volatile(&direct->done);
@@ -906,7 +932,7 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   __shared__ unsigned int claimed;  // the tile to run next, kNoTask: none
   __shared__ OpFunction op_function;
   __shared__ unsigned int op_slot;
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
   const unsigned int num_tensors = task.num_tensors <= kMaxTaskTensors ? task.num_tensors : 0u;
   GPUOS_PHASE_BEGIN(phase_clock);
@@ -1036,7 +1062,7 @@ __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc*
                           unsigned int count_base, const DirectContext& ctx) {
   __shared__ DirectHandover handover;
   __shared__ FlaggedHeader header;
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   while (
       RunDirectTiles(q, sequence, *task, tiles, first, table_staged, count_base, ctx, &handover)) {
     if (!kDirectFlagged && threadIdx.x == 0) __threadfence();
@@ -1097,7 +1123,7 @@ __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
   }
   GPUOS_PHASE_MARK(phase_clock, 16);
   __syncthreads();  // what thread 0 left
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   unsigned int staged = 0;
   if (kDirectFlagged) {
     // The descriptors from the slot's words this block holds (what it
@@ -1171,7 +1197,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   __shared__ unsigned long long run;  // whose tile it is
   __shared__ int reload;              // the tile is a later submission's
   __shared__ int early;               // claimed with the area staged before the opening
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
   const int4* const area = DirectArea(q, slot);
   GPUOS_PHASE_BEGIN(phase_clock);
@@ -1234,7 +1260,7 @@ __device__ __noinline__ void HelpRunDirectFlagged(const Queue& q, unsigned long 
   __shared__ unsigned int claimed;    // the tile held, kNoTask: none
   __shared__ unsigned long long run;  // whose tile it is
   __shared__ FlaggedHeader header;
-  const unsigned int slot = static_cast<unsigned int>((sequence - 1) % q.submission_capacity);
+  const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
   GPUOS_PHASE_BEGIN(phase_clock);
   if (threadIdx.x == 0) {
