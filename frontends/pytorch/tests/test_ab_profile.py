@@ -83,9 +83,16 @@ case "$1" in
     printf '{"defines": "%s", "cache": "%s", "args": "%s", "open_later": "%s"}' \
       "$GPUOS_JIT_DEFINES" "$GPUOS_TORCH_CACHE" "$*" "${GPUOS_TORCH_OPEN_LATER-unset}" \
       > "$out/$name.json"
-    echo "{}" > "$out/trace_case.json"
+    # One submission: its admit record ends at 1 us, its tiles start at 2
+    # (the admitting block, tid 0) and 3 (a helper, tid 5).
+    printf '{"traceEvents": [%s, %s, %s]}' \
+      '{"ph": "X", "cat": "queue", "name": "admit", "ts": 0, "dur": 1, "tid": 0, "args": {"sequence": 1}}' \
+      '{"ph": "X", "cat": "task", "name": "t", "ts": 2, "dur": 1, "tid": 0, "args": {"sequence": 1}}' \
+      '{"ph": "X", "cat": "task", "name": "t", "ts": 3, "dur": 1, "tid": 5, "args": {"sequence": 1}}' \
+      > "$out/trace_case.json"
     echo "case: wall 1.0 us"
     case "$GPUOS_JIT_DEFINES" in *FAIL*) exit 3;; esac;;
+  *tile_starts.py) exec python3 "$@";;  # the real one, over the trace above
 esac
 exit 0
 """
@@ -161,3 +168,26 @@ def test_runs_keep_each_variants_result_and_report_a_failed_one(tmp_path):
         "== a@round1 (GPUOS_JIT_DEFINES='')", "== b@round1 (GPUOS_JIT_DEFINES='X FAIL')",
         "== a@round2 (GPUOS_JIT_DEFINES='')", "== b@round2 (GPUOS_JIT_DEFINES='X FAIL')",
         "== a@phase (GPUOS_JIT_DEFINES='')", "== b@phase (GPUOS_JIT_DEFINES='X FAIL')"]
+
+
+def test_tile_starts_reads_each_profile_runs_traces_and_not_the_phase_runs(tmp_path):
+    out, env = _fake_tools(tmp_path)
+    done = subprocess.run(["bash", SCRIPT, "--rounds", "1", "--calls", "7", "--phase",
+                           "--tile-starts", "a=", "b=X"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (out / "ab_profile.log").read_text()
+    runs = log.split("== ")[1:]
+    assert [run.split(" ", 1)[0] for run in runs] == ["a@round1", "b@round1", "a@phase",
+                                                      "b@phase"]
+    for run in runs[:2]:  # tile_starts.py's summary of the stand-in trace, indented
+        assert "   tile starts, trace_case.json:" in run
+        assert "1 submissions" in run
+        assert "tile start (rank: median us after the opening): 0:1.00, 1:2.00" in run
+        assert "admitting block's first tile: 1.00 us" in run
+        assert "latest helpers (block: median first start): 5: 2.00" in run
+    for run in runs[2:]:
+        assert "tile starts" not in run
+    with tarfile.open(out / "ab_profile.tgz") as tar:
+        kept = tar.extractfile("keep/a@round1.log").read().decode()
+    assert "admitting block's first tile: 1.00 us" in kept

@@ -44,6 +44,13 @@
 // Helpers do not read the ring slot themselves: PCIe reads of it by tens of
 // blocks at once stalled every block's memory traffic for 10-40 us (session
 // 24's first version, bench/results/experiments/direct_tiles_session24.txt).
+//
+// A flagged area (kDirectFlagged, an experiment off by default; see its
+// constants below) changes the second and third steps: the claim opens the
+// word, the admitting block writes the area as flagged words with no fence
+// and no opening, helpers claim at once and wait for the area's flags, and
+// DirectSlot::done is never reset (a submission counts from its header's
+// base).
 #pragma once
 
 #include "gpuos/device/abi.h"
@@ -346,8 +353,9 @@ __device__ __forceinline__ unsigned long long HolderSequence(const DirectClaim& 
 // or kFlaggedDeclined), with no fence and no opening after them; a helper
 // polls its words until every flag is its submission's (LoadFlaggedArea).
 // Stale words carry an earlier submission's flag (the slot's previous
-// occupant, 1024 or more sequences before), and a zeroed area (the slot's
-// first use) flag 0, which no sequence below 2^32 has. What it removes from
+// occupant, a ring lap of submission_capacity or more sequences before),
+// and a zeroed area (the slot's first use) no header mark
+// (kFlaggedHeaderMark). What it removes from
 // a helper's path: the admitting block's fence and opening after its copy
 // (slot 16 of the phase timing), the helper's wait for the opening and its
 // read of the area and claim after it (18, 19): they overlap the slot's
@@ -370,6 +378,9 @@ static_assert(kFlaggedHalf == kWorkerThreads, "thread p holds a flagged area's p
 constexpr unsigned int kFlaggedHeaderWord = kFlaggedHalf - 1;
 constexpr unsigned int kFlaggedMaxWords = kFlaggedHeaderWord;
 constexpr unsigned int kFlaggedDeclined = 0xffffffffu;  // the header's words: not direct
+// The header's third data word: a zeroed area (flags 0) never passes for the
+// header of a submission whose sequence's low 32 bits are 0.
+constexpr unsigned int kFlaggedHeaderMark = 0x464c4147u;
 // A/B experiment (GPUOS_JIT_DEFINES="GPUOS_DIRECT_FLAGGED=1
 // GPUOS_DIRECT_FLAGGED_FENCE=1"): the admitting block fences after its
 // flagged stores and writes the header after a barrier, then fences again,
@@ -751,60 +762,78 @@ struct FlaggedHeader {
 constexpr unsigned int kFlaggedPollNs = GPUOS_DIRECT_FLAGGED_POLL_NS;
 
 // All threads: waits until the flagged area `area` holds submission
-// `flag`'s header and every payload word it counts, and leaves the words in
-// `payload` (the layout LoadDirectArea gives: word p in thread p's w[0],
+// `sequence`'s header and every payload word it counts, and leaves the words
+// in `payload` (the layout LoadDirectArea gives: word p in thread p's w[0],
 // the others zero) and the header in *header (shared; after a barrier).
 // `words`: the payload words the board gave (0: not known; the header's
-// count is waited for first). Returns false when the header says the
-// submission was declined. Every thread's look that finds the header is an
-// acquire (LoadFlaggedWord<true>): the admitting block's stores are relaxed,
-// so that is not a synchronization with it, but it keeps the block's L1 from
-// serving the tile stale input lines, as the acquire of the opening did.
-// Waits without a deadline: the admitting block writes the header at every
-// opening, declined or not (OpenDirectFlagged); a worker that never does is
-// a hang the watchdog reports.
-__device__ bool LoadFlaggedArea(const int4* area, unsigned int flag, unsigned int words,
-                                SlotWords& payload, FlaggedHeader* header) {
+// count is waited for first). Returns false, with every thread, when the
+// submission was declined: its header says so, or its claim word `claim`
+// (DirectSlot::claim) is closed for it or held by a later submission (it was
+// declined, ran on the board path and completed while this block held a
+// tile it did not need; an accepted one cannot complete without that tile).
+// Thread 0 alone reads the header and the claim word and decides for the
+// block. Its look that finds the header is an acquire (LoadFlaggedWord<true>):
+// the admitting block's stores are relaxed, so that is not a synchronization
+// with it, but it keeps the block's L1 from serving the tile stale input
+// lines, as the acquire of the opening did. Waits without a deadline: the
+// admitting block writes the header at every opening, declined or not
+// (OpenDirectFlagged); a worker that never does is a hang the watchdog
+// reports.
+__device__ bool LoadFlaggedArea(const int4* area, const unsigned long long* claim,
+                                unsigned long long sequence, unsigned int words, SlotWords& payload,
+                                FlaggedHeader* header) {
+  __shared__ int state;  // thread 0's finding: 0 none yet, 1 the header, 2 declined
+  __shared__ unsigned int head_base;
+  __shared__ unsigned int head_words;
+  const unsigned int flag = static_cast<unsigned int>(sequence);
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) payload.w[j] = make_int4(0, 0, 0, 0);
-  bool have_head = false;
   bool have_word = false;
-  int4 head = make_int4(0, 0, 0, 0);
+  int found = 0;           // thread 0's state
+  int4 head{};             // thread 0's header
+  int known = 0;           // every thread's copy of `state` after a round
+  unsigned int count = 0;  // and of head_words
   for (;;) {
-    const unsigned int known = have_head ? static_cast<unsigned int>(head.y) : words;
-    const unsigned int target = known == kFlaggedDeclined || known > kFlaggedMaxWords ? 0u : known;
-    const bool want_word = !have_word && threadIdx.x < target;
-    // The payload word first, the header's acquire last: both in flight
-    // together (an acquire holds back only what follows it).
-    FlaggedWord h{}, w{};
+    const unsigned int target = known == 1 ? count : (known == 0 ? words : 0u);
+    const bool want_word = !have_word && threadIdx.x < target && target <= kFlaggedMaxWords;
+    // The payload word and the claim word first, the header's acquire last:
+    // all in flight together (an acquire holds back only what follows it).
+    FlaggedWord w{}, h{};
+    unsigned long long claim_word = 0;
     if (want_word) w = LoadFlaggedWord(area, threadIdx.x);
-    if (!have_head) h = LoadFlaggedWord<true>(area, kFlaggedHeaderWord);
-    if (!have_head && h.Carries(flag)) {
-      have_head = true;
-      head = h.Data();
-    } else if (!have_head && static_cast<int>(static_cast<unsigned int>(h.d >> 32) - flag) > 0) {
-      // A later submission's header: this one was declined, ran on the
-      // board path and completed while this block looked elsewhere (its
-      // tile, held, is not needed: a direct one cannot complete without it).
-      have_head = true;
-      head = make_int4(0, static_cast<int>(kFlaggedDeclined), 0, 0);
+    if (threadIdx.x == 0 && found == 0) {
+      claim_word = Volatile(claim);
+      h = LoadFlaggedWord<true>(area, kFlaggedHeaderWord);
     }
     if (want_word && w.Carries(flag)) {
       have_word = true;
       payload.w[0] = w.Data();
     }
-    const unsigned int count = static_cast<unsigned int>(head.y);
-    const bool complete = have_head && (count == kFlaggedDeclined || count > kFlaggedMaxWords ||
-                                        threadIdx.x >= count || have_word);
+    if (threadIdx.x == 0) {
+      if (found == 0 && h.Carries(flag) && h.Data().z == static_cast<int>(kFlaggedHeaderMark)) {
+        head = h.Data();
+        const unsigned int n = static_cast<unsigned int>(head.y);
+        found = n == kFlaggedDeclined || n > kFlaggedMaxWords ? 2 : 1;
+      } else if (found == 0) {
+        const DirectClaim c = DecodeDirectClaim(claim_word);
+        const bool closed = c.holder == flag && c.tiles == 0;
+        if (closed || (c.holder != flag && HoldsOrFollows(c, sequence))) found = 2;
+      }
+      state = found;
+      head_base = static_cast<unsigned int>(head.x);
+      head_words = found == 1 ? static_cast<unsigned int>(head.y) : 0u;
+    }
+    __syncthreads();
+    known = state;
+    count = head_words;
+    const bool complete = known == 2 || (known == 1 && (threadIdx.x >= count || have_word));
     if (__syncthreads_and(complete ? 1 : 0) != 0) break;
     if (kFlaggedPollNs != 0) __nanosleep(kFlaggedPollNs);
   }
-  const unsigned int count = static_cast<unsigned int>(head.y);
-  const bool declined = count == kFlaggedDeclined || count > kFlaggedMaxWords;
-  if (threadIdx.x >= count || declined) payload.w[0] = make_int4(0, 0, 0, 0);
-  if (threadIdx.x == 0) *header = FlaggedHeader{static_cast<unsigned int>(head.x), count};
+  if (known != 1 || threadIdx.x >= count) payload.w[0] = make_int4(0, 0, 0, 0);
+  if (threadIdx.x == 0) *header = FlaggedHeader{head_base, count};
   __syncthreads();
-  return !declined;
+  return known == 1;
 }
 
 // Thread 0 of the poller that claimed `sequence`, which the host's lone
@@ -891,7 +920,9 @@ __device__ bool OpenDirectFlagged(const Queue& q, unsigned long long sequence,
   if (threadIdx.x == 0) {
     const unsigned int count = go ? sub.inline_words : kFlaggedDeclined;
     StoreFlaggedWord(area, kFlaggedHeaderWord,
-                     make_int4(static_cast<int>(*base), static_cast<int>(count), 0, 0), flag);
+                     make_int4(static_cast<int>(*base), static_cast<int>(count),
+                               static_cast<int>(kFlaggedHeaderMark), 0),
+                     flag);
     if (kFlaggedFence) __threadfence();
     if (!go) {
       atomicExch(&direct->claim, EncodeDirectClaim(sequence, 0, 0));
@@ -1015,7 +1046,8 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
       if (last) {
         // Every tile ran, so every tile was claimed: nothing to claim. The
         // count goes back to 0 when the slot's next direct submission opens
-        // (OpenDirect), not here: a store to the line that the other blocks'
+        // (OpenDirect; with a flagged area never: the next one's header
+        // carries its base), not here: a store to the line that the other blocks'
         // last claims are hitting would hold this block's system fence
         // behind them (the likely cause of a completion 0.5-1.0 us longer at
         // 104 tiles in the first version of this change, session 31).
@@ -1073,7 +1105,7 @@ __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc*
     unsigned int staged = 0;
     if (kDirectFlagged) {
       SlotWords payload;
-      if (!LoadFlaggedArea(DirectArea(q, slot), static_cast<unsigned int>(sequence), 0, payload,
+      if (!LoadFlaggedArea(DirectArea(q, slot), &q.direct[slot].claim, sequence, 0, payload,
                            &header)) {
         return;
       }
@@ -1280,8 +1312,8 @@ __device__ __noinline__ void HelpRunDirectFlagged(const Queue& q, unsigned long 
   GPUOS_PHASE_MARK(phase_clock, 18);
   if (claimed == kNoTask) return;
   SlotWords payload;
-  if (!LoadFlaggedArea(DirectArea(q, slot), static_cast<unsigned int>(run),
-                       run == sequence ? area_words : 0u, payload, &header)) {
+  if (!LoadFlaggedArea(DirectArea(q, slot), &direct->claim, run, run == sequence ? area_words : 0u,
+                       payload, &header)) {
     return;
   }
   unsigned int staged = 0;

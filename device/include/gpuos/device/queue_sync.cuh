@@ -280,7 +280,9 @@ __device__ __forceinline__ unsigned long long PeekSubmission(const Queue& q,
 // (`hint`, read with the tail) names it (a lone tiled task travelling
 // inline), *direct is set and the claim is announced on the direct board
 // (GPUOS_DIRECT_TILES; queue_direct.cuh): its helpers wait for its claim
-// word to open and run its tiles from the slot's area.
+// word to open and run its tiles from the slot's area. With a flagged area
+// (kDirectFlagged) only *direct is set here: the worker opens the word and
+// then posts the board (OpenDirectAtClaim, queue_direct.cuh).
 __device__ __forceinline__ unsigned long long FinishClaim(const Queue& q, unsigned long long head,
                                                           unsigned long long hint, bool* direct) {
   *direct = false;
