@@ -92,10 +92,11 @@ static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 // A/B experiment (GPUOS_JIT_DEFINES="GPUOS_HELPER_NAP_NS=N
 // GPUOS_HELPER_NAP_BLOCKS=B"): idle blocks [pollers, pollers + B), the
 // direct board's first helpers (DirectHelpWanted), or every block where B
-// is 0, nap at most N ns instead of up to 2 us (0, the default: no cap). A
-// nap of t ns may last up to 2t (PTX's nanosleep), so a helper napping when
-// the board is posted may see it about 4 us later, which is when the last
-// tiles of attention seq 32 start (session 41).
+// is 0, nap at most N ns instead of up to 2 us (0, the default: no cap).
+// Built in session 41 on the guess that helpers napping when the board is
+// posted start late (a nap of t ns may last up to 2t); at 256 ns for 64
+// blocks the last tile of attention seq 32 started no sooner (bench/results/
+// experiments/flagged_area_ab_session41.txt).
 #ifndef GPUOS_HELPER_NAP_NS
 #define GPUOS_HELPER_NAP_NS 0
 #endif
