@@ -479,6 +479,42 @@ __device__ __forceinline__ bool SameWord(const int4& a, const int4& b) {
   return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w;
 }
 
+// All threads: the task's words of a slot's `words` (after the record) into
+// `task` (shared; the caller's barrier follows).
+__device__ __forceinline__ void CopySlotTask(const SlotWords& words, TaskDesc* task) {
+#pragma unroll
+  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
+    const unsigned int p = threadIdx.x + j * blockDim.x - kSubmissionRecordWords;
+    if (threadIdx.x + j * blockDim.x >= kSubmissionRecordWords && p < kTaskWords) {
+      reinterpret_cast<int4*>(task)[p] = words.w[j];
+    }
+  }
+}
+
+// Thread 0 of the admitting block, `task` copied (CopySlotTask): whether
+// submission `sequence` (`sub`, `gate_word`: ParseSlot) is a lone tiled
+// task that may run as direct tiles: the record is its own, its tiles
+// counted and at most kDirectMaxTiles, its gate open and not dropped, its
+// graph inline with the task's tiles and 1 to kMaxTaskTensors tensor
+// indices inside the graph. The indices become relative to the graph's
+// first tensor, as the area holds them (up to the first that is not).
+__device__ __forceinline__ bool DirectTaskFits(unsigned long long sequence, const Submission& sub,
+                                               unsigned long long gate_word, TaskDesc* task) {
+  const bool dropped = sub.gate == kSlotGate && (gate_word & kGateDropped) != 0;
+  const unsigned int num = task->num_tensors;
+  bool ok = sub.sequence == sequence &&
+            SubmissionCountsTiles(sub.task_count, sub.first_root_tiles) &&
+            sub.first_root_tiles <= kDirectMaxTiles && !dropped && GateOpen(sub, gate_word) &&
+            sub.inline_words >= kTaskWords + sub.tensor_count * kTensorWords &&
+            task->num_tiles == sub.first_root_tiles && num != 0 && num <= kMaxTaskTensors;
+  for (unsigned int k = 0; ok && k < num; ++k) {
+    const unsigned int j = static_cast<unsigned int>(task->tensors[k]) - sub.tensor_begin;
+    ok = j < sub.tensor_count;
+    task->tensors[k] = static_cast<int>(j);  // relative, as the area holds them
+  }
+  return ok;
+}
+
 // All threads of the admitting block, with the slot's words in `words` (the
 // whole slot, or the used ones and the last: ReadSlotUsed) and
 // its record and gate word parsed (`sub`, shared, and `gate_word`;
@@ -498,28 +534,10 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
   const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
   int4* const area = DirectArea(q, slot);
-#pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int p = threadIdx.x + j * blockDim.x - kSubmissionRecordWords;
-    if (threadIdx.x + j * blockDim.x >= kSubmissionRecordWords && p < kTaskWords) {
-      reinterpret_cast<int4*>(task)[p] = words.w[j];
-    }
-  }
+  CopySlotTask(words, task);
   __syncthreads();
   if (threadIdx.x == 0) {
-    const bool dropped = sub.gate == kSlotGate && (gate_word & kGateDropped) != 0;
-    const unsigned int num = task->num_tensors;
-    bool ok = sub.sequence == sequence &&
-              SubmissionCountsTiles(sub.task_count, sub.first_root_tiles) &&
-              sub.first_root_tiles <= kDirectMaxTiles && !dropped && GateOpen(sub, gate_word) &&
-              sub.inline_words >= kTaskWords + sub.tensor_count * kTensorWords &&
-              task->num_tiles == sub.first_root_tiles && num != 0 && num <= kMaxTaskTensors;
-    for (unsigned int k = 0; ok && k < num; ++k) {
-      const unsigned int j = static_cast<unsigned int>(task->tensors[k]) - sub.tensor_begin;
-      ok = j < sub.tensor_count;
-      task->tensors[k] = static_cast<int>(j);  // relative, as the area holds them
-    }
-    go = ok ? 1 : 0;
+    go = DirectTaskFits(sequence, sub, gate_word, task) ? 1 : 0;
     *tiles = sub.first_root_tiles;
     *area_words = sub.inline_words;
   }
@@ -870,34 +888,19 @@ __device__ bool OpenDirectFlagged(const Queue& q, unsigned long long sequence,
   DirectSlot* const direct = q.direct + slot;
   int4* const area = DirectArea(q, slot);
   if (threadIdx.x == 0 && *base == kFlaggedDeclined) *base = Volatile(&direct->done);
-#pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int p = threadIdx.x + j * blockDim.x - kSubmissionRecordWords;
-    if (threadIdx.x + j * blockDim.x >= kSubmissionRecordWords && p < kTaskWords) {
-      reinterpret_cast<int4*>(task)[p] = words.w[j];
-    }
-  }
+  CopySlotTask(words, task);
   __syncthreads();
   if (threadIdx.x == 0) {
-    const bool dropped = sub.gate == kSlotGate && (gate_word & kGateDropped) != 0;
-    const unsigned int num = task->num_tensors;
-    bool ok = sub.sequence == sequence &&
-              SubmissionCountsTiles(sub.task_count, sub.first_root_tiles) &&
-              FlaggedAreaFits(sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words) &&
-              (claim_tiles == 0 || claim_tiles == sub.first_root_tiles) && !dropped &&
-              GateOpen(sub, gate_word) &&
-              sub.inline_words >= kTaskWords + sub.tensor_count * kTensorWords &&
-              task->num_tiles == sub.first_root_tiles && num != 0 && num <= kMaxTaskTensors;
-    for (unsigned int k = 0; ok && k < num; ++k) {
-      const unsigned int j = static_cast<unsigned int>(task->tensors[k]) - sub.tensor_begin;
-      ok = j < sub.tensor_count;
-      task->tensors[k] = static_cast<int>(j);  // relative, as the area holds them
-    }
-    // A task of one tensor whose table does not fit the block's shared
-    // descriptors would read it from the area (RunDirectTiles), which holds
-    // it flagged: the board path runs such a task.
-    ok = ok && (num != 1 || StagedTableLength(*task, sub.inline_words) != 0);
-    go = ok ? 1 : 0;
+    // Besides OpenDirect's checks: the payload fits the flagged area, the
+    // claim opened the word with the task's tiles, and a task of one tensor
+    // has its table staged in the block's shared descriptors (from the area
+    // it would read it flagged: RunDirectTiles).
+    go = FlaggedAreaFits(sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words) &&
+                 (claim_tiles == 0 || claim_tiles == sub.first_root_tiles) &&
+                 DirectTaskFits(sequence, sub, gate_word, task) &&
+                 (task->num_tensors != 1 || StagedTableLength(*task, sub.inline_words) != 0)
+             ? 1
+             : 0;
     *tiles = sub.first_root_tiles;
     *area_words = sub.inline_words;
   }
