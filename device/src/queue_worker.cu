@@ -89,22 +89,6 @@ constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
 #endif
 constexpr unsigned int kPollerFlagsEvery = GPUOS_POLLER_FLAGS_EVERY;
 static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
-// A/B experiment (GPUOS_JIT_DEFINES="GPUOS_HELPER_NAP_NS=N
-// GPUOS_HELPER_NAP_BLOCKS=B"): idle blocks [pollers, pollers + B), the
-// direct board's first helpers (DirectHelpWanted), or every block where B
-// is 0, nap at most N ns instead of up to 2 us (0, the default: no cap).
-// Built in session 41 on the guess that helpers napping when the board is
-// posted start late (a nap of t ns may last up to 2t); at 256 ns for 64
-// blocks the last tile of attention seq 32 started no sooner (bench/results/
-// experiments/flagged_area_ab_session41.txt).
-#ifndef GPUOS_HELPER_NAP_NS
-#define GPUOS_HELPER_NAP_NS 0
-#endif
-#ifndef GPUOS_HELPER_NAP_BLOCKS
-#define GPUOS_HELPER_NAP_BLOCKS 0
-#endif
-constexpr unsigned int kHelperNapNs = GPUOS_HELPER_NAP_NS;
-constexpr unsigned int kHelperNapBlocks = GPUOS_HELPER_NAP_BLOCKS;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1004,9 +988,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ unsigned int batch_count;
   // kDirect's: the board's slot words; kAdmitDirect's: the lone hint's.
   __shared__ unsigned int direct_words;
-  // kAdmitDirect's with a flagged area: the tiles its claim opened the
-  // claim word with (OpenDirectAtClaim).
-  __shared__ unsigned int direct_tiles;
   // The ring slot being admitted, parsed once (ParseSlot) for
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
@@ -1098,10 +1079,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           if ((value = FinishClaim(q, value, claim_hint, &direct)) == kContended) {
             next = kAgain;
           } else {
-            if (kDirectFlagged && direct) {
-              direct = OpenDirectAtClaim(q, value + 1, claim_hint);
-              direct_tiles = gpuos::device::LoneHintTiles(claim_hint);
-            }
             GPUOS_PHASE_MARK(claim_clock, 25);
             next = direct ? kAdmitDirect : kAdmit;
             if (direct) direct_seen = value + 1;  // its own board word is not news
@@ -1163,13 +1140,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kDirect) {
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
-      const DirectContext context{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0};
-      if (kDirectFlagged) {
-        HelpRunDirectFlagged(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
-                             context);
-      } else {
-        HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords, context);
-      }
+      HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
+                    DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0});
       Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect) {
       bool first_claimed = false;
@@ -1178,12 +1150,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // for an opening that finds it holding the payload (kDirectAreaKept).
       SlotWords area_now;
       const bool compare_area = kDirectAreaKept && kSlotUsedWords && current == kAdmitDirect;
-      // With a flagged area, thread 0's DirectSlot::done for the opening's
-      // header (OpenDirectFlagged), an L2 load under the slot's PCIe read.
-      unsigned int count_base = gpuos::device::queue::kFlaggedDeclined;
-      if (kDirectFlagged && current == kAdmitDirect && threadIdx.x == 0) {
-        count_base = Volatile(&q.direct[SlotOf(q, value + 1)].done);
-      }
       GPUOS_PHASE_BEGIN(read_clock);
       if (compare_area) {
         const auto slot = SlotOf(q, value + 1);
@@ -1205,7 +1171,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
       if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
                                      compare_area ? &area_now : nullptr,
-                                     current == kAdmitDirect ? direct_tiles : 0u, count_base,
                                      DirectContext{cache.descs[0], &op_cache, scratch, &completed,
                                                    &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten
@@ -1244,11 +1209,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);
         if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {
           sleep = kBusyIdleSleepNs;
-        }
-        if (kHelperNapNs != 0 && sleep > kHelperNapNs &&
-            (kHelperNapBlocks == 0 ||
-             (blockIdx.x >= params.pollers && blockIdx.x - params.pollers < kHelperNapBlocks))) {
-          sleep = kHelperNapNs;
         }
         __nanosleep(poller ? 64u : sleep);
       }

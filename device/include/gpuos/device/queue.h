@@ -241,14 +241,10 @@ struct alignas(16) DirectSlot {
   // The submission's sequence (low 32 bits), whether its area was kept (1
   // bit), its tiles (15 bits; 0: closed) and the next tile (16 bits):
   // queue_direct.cuh, DirectClaim. The admitting block opens it (exchange:
-  // tile 0 taken; with a flagged area the claim does, OpenDirectAtClaim);
-  // the others claim with a 64-bit add, and the returned word says whose
-  // tile they got and whether it is one.
+  // tile 0 taken); the others claim with a 64-bit add, and the returned
+  // word says whose tile they got and whether it is one.
   unsigned long long claim;
-  // Tiles finished: back to 0 when the slot's next direct submission opens;
-  // with a flagged area never reset (a submission's count starts at its
-  // area header's base).
-  unsigned int done;
+  unsigned int done;  // tiles finished; back to 0 when the slot's next direct submission opens
   unsigned int reserved;
 };
 // Bytes of device memory per ring slot after the DirectSlots: the admitting

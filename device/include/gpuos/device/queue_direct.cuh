@@ -44,13 +44,6 @@
 // Helpers do not read the ring slot themselves: PCIe reads of it by tens of
 // blocks at once stalled every block's memory traffic for 10-40 us (session
 // 24's first version, bench/results/experiments/direct_tiles_session24.txt).
-//
-// A flagged area (kDirectFlagged, an experiment off by default; see its
-// constants below) changes the second and third steps: the claim opens the
-// word, the admitting block writes the area as flagged words with no fence
-// and no opening, helpers claim at once and wait for the area's flags, and
-// DirectSlot::done is never reset (a submission counts from its header's
-// base).
 #pragma once
 
 #include "gpuos/device/abi.h"
@@ -206,9 +199,9 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
 // finds a submission's ring slot with a mask where the ring's capacity is a
 // power of two (the default 1024) instead of a 64-bit remainder, and a tile's
 // items with a 32-bit division where they fit: a block runs five such 64-bit
-// divisions between the payload's arrival and its first tile, where every
-// block spends 1.06-1.44 us (session 41, bench/results/experiments/
-// flagged_area_ab_session41.txt). Off (0): the remainders, as before.
+// divisions between the opening and its first tile, which the admitting
+// block reaches 1.38-1.44 us after the opening (session 41, bench/results/
+// experiments/flagged_area_ab_session41.txt). Off (0): the remainders, as before.
 #ifndef GPUOS_SLOT_MASK
 #define GPUOS_SLOT_MASK 0
 #endif
@@ -343,62 +336,6 @@ __device__ __forceinline__ unsigned long long HolderSequence(const DirectClaim& 
   return sequence + (c.holder - static_cast<unsigned int>(sequence));
 }
 
-// A flagged area (kDirectFlagged, queue_sync.cuh; docs/runtime.md, "Direct
-// tiles"). The poller that claims a hinted submission opens its claim word
-// at once, before the slot's PCIe read (OpenDirectAtClaim), and helpers
-// claim tiles as soon as the board names it. The admitting block writes the
-// payload into the area with every 8-byte store carrying 4 bytes of data and
-// the submission's sequence (low 32 bits) as a flag, as NCCL's LL protocol
-// does, and a header word (the tile count's base and the payload's words,
-// or kFlaggedDeclined), with no fence and no opening after them; a helper
-// polls its words until every flag is its submission's (LoadFlaggedArea).
-// Stale words carry an earlier submission's flag (the slot's previous
-// occupant, a ring lap of submission_capacity or more sequences before),
-// and a zeroed area (the slot's first use) no header mark
-// (kFlaggedHeaderMark). What it removes from
-// a helper's path: the admitting block's fence and opening after its copy
-// (slot 16 of the phase timing), the helper's wait for the opening and its
-// read of the area and claim after it (18, 19): they overlap the slot's
-// read instead.
-//
-// DirectSlot::done is not reset at an opening (the claim word opens before
-// the admitting block could reset it, and helpers may count before a reset
-// would be seen): it keeps counting, and a submission's tiles are done when
-// it reaches the value it had at the opening (the header's base, read by
-// the admitting block: the slot's previous submission completed, all its
-// counts made, before this one was published) plus the tiles.
-//
-// A payload word p (16 bytes) is units p and kFlaggedHalf + p of the area,
-// 8 bytes of data each; thread p of a block holds it (the SlotWords layout
-// of an area's words). The header is payload word kFlaggedHeaderWord, so a
-// flagged area holds kFlaggedMaxWords words: a lone task with more (an
-// inline graph of over 4 KiB) takes the board path.
-constexpr unsigned int kFlaggedHalf = kDirectAreaBytes / 32;
-static_assert(kFlaggedHalf == kWorkerThreads, "thread p holds a flagged area's payload word p");
-constexpr unsigned int kFlaggedHeaderWord = kFlaggedHalf - 1;
-constexpr unsigned int kFlaggedMaxWords = kFlaggedHeaderWord;
-constexpr unsigned int kFlaggedDeclined = 0xffffffffu;  // the header's words: not direct
-// The header's third data word: a zeroed area (flags 0) never passes for the
-// header of a submission whose sequence's low 32 bits are 0.
-constexpr unsigned int kFlaggedHeaderMark = 0x464c4147u;
-// A/B experiment (GPUOS_JIT_DEFINES="GPUOS_DIRECT_FLAGGED=1
-// GPUOS_DIRECT_FLAGGED_FENCE=1"): the admitting block fences after its
-// flagged stores and writes the header after a barrier, then fences again,
-// in case unfenced stores reach L2 late (helpers' first tiles started 2.1-2.6
-// us after the flagged writes, 1.1-1.5 us after the admitting block's,
-// session 41).
-#ifndef GPUOS_DIRECT_FLAGGED_FENCE
-#define GPUOS_DIRECT_FLAGGED_FENCE 0
-#endif
-constexpr bool kFlaggedFence = GPUOS_DIRECT_FLAGGED_FENCE != 0;
-
-// Whether a lone task of `tiles` tiles and `slot_words` ring slot words (the
-// record and the inline graph) can run as direct tiles with a flagged area.
-__device__ __forceinline__ bool FlaggedAreaFits(unsigned int tiles, unsigned int slot_words) {
-  return tiles <= kDirectMaxTiles && slot_words >= kSubmissionRecordWords &&
-         slot_words - kSubmissionRecordWords <= kFlaggedMaxWords;
-}
-
 // All threads of a block that claimed `sequence` while the host's hint
 // named another submission, with its slot's record parsed (`sub`, shared;
 // ParseSlot): whether the record shows a lone tiled task travelling inline
@@ -416,9 +353,7 @@ __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
                                                          const Submission& sub,
                                                          unsigned long long* seen) {
   const bool lone = sub.sequence == sequence && sub.inline_words != 0 &&
-                    SubmissionCountsTiles(sub.task_count, sub.first_root_tiles) &&
-                    (!kDirectFlagged || FlaggedAreaFits(sub.first_root_tiles,
-                                                        kSubmissionRecordWords + sub.inline_words));
+                    SubmissionCountsTiles(sub.task_count, sub.first_root_tiles);
   if (lone && threadIdx.x == 0) {
     PostDirectBoard(q, sequence, sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words);
     *seen = sequence;
@@ -458,7 +393,6 @@ __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
 #define GPUOS_DIRECT_AREA_KEPT 0
 #endif
 constexpr bool kDirectAreaKept = GPUOS_DIRECT_AREA_KEPT != 0;
-static_assert(!(kDirectFlagged && kDirectAreaKept), "a flagged area is written at every opening");
 
 // All threads of an admitting block: area `area`'s payload words laid out
 // as the ring slot's words of a submission of `used` words (ReadSlotUsed):
@@ -613,8 +547,6 @@ __device__ unsigned long long AwaitDirectOpening(DirectSlot* direct, unsigned lo
 #define GPUOS_DIRECT_TABLE_IN_SHARED 1
 #endif
 constexpr bool kDirectTableInShared = GPUOS_DIRECT_TABLE_IN_SHARED != 0;
-static_assert(!kDirectFlagged || kDirectTableInShared,
-              "a flagged area's tasks read their tables from shared memory");
 
 // The length of `task`'s table as staged in ctx.descs (0: not staged): a
 // task of one tensor whose area (`area_words`, the submission's own count)
@@ -708,235 +640,6 @@ __device__ unsigned long long LoadDirectTask(DirectSlot* direct, const int4* are
   return word;
 }
 
-// One thread: payload word `p` of a flagged area, flagged with `flag`
-// (relaxed 16-byte stores of two 8-byte elements, each single-copy atomic).
-__device__ __forceinline__ void StoreFlaggedWord(int4* area, unsigned int p, const int4& v,
-                                                 unsigned int flag) {
-  const unsigned long long tag = static_cast<unsigned long long>(flag) << 32;
-  asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(area + p),
-               "l"(tag | static_cast<unsigned int>(v.x)), "l"(tag | static_cast<unsigned int>(v.y))
-               : "memory");
-  asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(area + kFlaggedHalf + p),
-               "l"(tag | static_cast<unsigned int>(v.z)), "l"(tag | static_cast<unsigned int>(v.w))
-               : "memory");
-}
-
-// A flagged payload word as loaded: four 8-byte elements, data in the low
-// halves, flags in the high.
-struct FlaggedWord {
-  unsigned long long a, b, c, d;
-  __device__ bool Carries(unsigned int flag) const {
-    return static_cast<unsigned int>(a >> 32) == flag &&
-           static_cast<unsigned int>(b >> 32) == flag &&
-           static_cast<unsigned int>(c >> 32) == flag && static_cast<unsigned int>(d >> 32) == flag;
-  }
-  __device__ int4 Data() const {
-    return make_int4(static_cast<int>(static_cast<unsigned int>(a)),
-                     static_cast<int>(static_cast<unsigned int>(b)),
-                     static_cast<int>(static_cast<unsigned int>(c)),
-                     static_cast<int>(static_cast<unsigned int>(d)));
-  }
-};
-// Relaxed loads; with `Acquire`, the second is an acquire, which also
-// keeps the block's later loads from being served by lines its L1 held from
-// before (the tile's inputs, which earlier work may have rewritten: helpers
-// of a flagged area see no acquire of the opening).
-template <bool Acquire = false>
-__device__ __forceinline__ FlaggedWord LoadFlaggedWord(const int4* area, unsigned int p) {
-  FlaggedWord w;
-  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
-               : "=l"(w.a), "=l"(w.b)
-               : "l"(area + p)
-               : "memory");
-  if constexpr (Acquire) {
-    asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(w.c), "=l"(w.d)
-                 : "l"(area + kFlaggedHalf + p)
-                 : "memory");
-  } else {
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(w.c), "=l"(w.d)
-                 : "l"(area + kFlaggedHalf + p)
-                 : "memory");
-  }
-  return w;
-}
-
-// A flagged area's header: the tile count's base (DirectSlot::done at the
-// opening) and the payload's words (kFlaggedDeclined: the submission does
-// not run as direct tiles; the board path runs it).
-struct FlaggedHeader {
-  unsigned int base;
-  unsigned int words;
-};
-
-// How long a helper naps between two looks at a flagged area that is not
-// complete yet (its admitting block is reading the ring slot);
-// GPUOS_DIRECT_FLAGGED_POLL_NS (a JIT define) sets another for A/B runs (0:
-// no nap).
-#ifndef GPUOS_DIRECT_FLAGGED_POLL_NS
-#define GPUOS_DIRECT_FLAGGED_POLL_NS 64
-#endif
-constexpr unsigned int kFlaggedPollNs = GPUOS_DIRECT_FLAGGED_POLL_NS;
-
-// All threads: waits until the flagged area `area` holds submission
-// `sequence`'s header and every payload word it counts, and leaves the words
-// in `payload` (the layout LoadDirectArea gives: word p in thread p's w[0],
-// the others zero) and the header in *header (shared; after a barrier).
-// `words`: the payload words the board gave (0: not known; the header's
-// count is waited for first). Returns false, with every thread, when the
-// submission was declined: its header says so, or its claim word `claim`
-// (DirectSlot::claim) is closed for it or held by a later submission (it was
-// declined, ran on the board path and completed while this block held a
-// tile it did not need; an accepted one cannot complete without that tile).
-// Thread 0 alone reads the header and the claim word and decides for the
-// block. Its look that finds the header is an acquire (LoadFlaggedWord<true>):
-// the admitting block's stores are relaxed, so that is not a synchronization
-// with it, but it keeps the block's L1 from serving the tile stale input
-// lines, as the acquire of the opening did. Waits without a deadline: the
-// admitting block writes the header at every opening, declined or not
-// (OpenDirectFlagged); a worker that never does is a hang the watchdog
-// reports.
-__device__ bool LoadFlaggedArea(const int4* area, const unsigned long long* claim,
-                                unsigned long long sequence, unsigned int words, SlotWords& payload,
-                                FlaggedHeader* header) {
-  __shared__ int state;  // thread 0's finding: 0 none yet, 1 the header, 2 declined
-  __shared__ unsigned int head_base;
-  __shared__ unsigned int head_words;
-  const unsigned int flag = static_cast<unsigned int>(sequence);
-#pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) payload.w[j] = make_int4(0, 0, 0, 0);
-  bool have_word = false;
-  int found = 0;           // thread 0's state
-  int4 head{};             // thread 0's header
-  int known = 0;           // every thread's copy of `state` after a round
-  unsigned int count = 0;  // and of head_words
-  for (;;) {
-    const unsigned int target = known == 1 ? count : (known == 0 ? words : 0u);
-    const bool want_word = !have_word && threadIdx.x < target && target <= kFlaggedMaxWords;
-    // The payload word and the claim word first, the header's acquire last:
-    // all in flight together (an acquire holds back only what follows it).
-    FlaggedWord w{}, h{};
-    unsigned long long claim_word = 0;
-    if (want_word) w = LoadFlaggedWord(area, threadIdx.x);
-    if (threadIdx.x == 0 && found == 0) {
-      claim_word = Volatile(claim);
-      h = LoadFlaggedWord<true>(area, kFlaggedHeaderWord);
-    }
-    if (want_word && w.Carries(flag)) {
-      have_word = true;
-      payload.w[0] = w.Data();
-    }
-    if (threadIdx.x == 0) {
-      if (found == 0 && h.Carries(flag) && h.Data().z == static_cast<int>(kFlaggedHeaderMark)) {
-        head = h.Data();
-        const unsigned int n = static_cast<unsigned int>(head.y);
-        found = n == kFlaggedDeclined || n > kFlaggedMaxWords ? 2 : 1;
-      } else if (found == 0) {
-        const DirectClaim c = DecodeDirectClaim(claim_word);
-        const bool closed = c.holder == flag && c.tiles == 0;
-        if (closed || (c.holder != flag && HoldsOrFollows(c, sequence))) found = 2;
-      }
-      state = found;
-      head_base = static_cast<unsigned int>(head.x);
-      head_words = found == 1 ? static_cast<unsigned int>(head.y) : 0u;
-    }
-    __syncthreads();
-    known = state;
-    count = head_words;
-    const bool complete = known == 2 || (known == 1 && (threadIdx.x >= count || have_word));
-    if (__syncthreads_and(complete ? 1 : 0) != 0) break;
-    if (kFlaggedPollNs != 0) __nanosleep(kFlaggedPollNs);
-  }
-  if (known != 1 || threadIdx.x >= count) payload.w[0] = make_int4(0, 0, 0, 0);
-  if (threadIdx.x == 0) *header = FlaggedHeader{head_base, count};
-  __syncthreads();
-  return known == 1;
-}
-
-// Thread 0 of the poller that claimed `sequence`, which the host's lone
-// hint named: with a flagged area, opens the claim word (tile 0 taken by
-// this block) and then posts the board, so that helpers find the word open;
-// false (nothing done) where the task does not fit a flagged area, which
-// then takes the board path (AnnounceDirectFromRecord declines it too).
-__device__ __forceinline__ bool OpenDirectAtClaim(const Queue& q, unsigned long long sequence,
-                                                  unsigned long long hint) {
-  const unsigned int tiles = LoneHintTiles(hint);
-  const unsigned int words = LoneHintWords(hint);
-  if (!FlaggedAreaFits(tiles, words)) return false;
-  const unsigned int slot = SlotOf(q, sequence);
-  atomicExch(&q.direct[slot].claim, EncodeDirectClaim(sequence, tiles, 1));
-  PostDirectBoard(q, sequence, tiles, words);
-  return true;
-}
-
-// All threads of the admitting block with a flagged area: OpenDirect's
-// checks, then the payload and the header written flagged (no fence), and
-// the claim word opened where the claim did not open it already
-// (`claim_tiles`: the tiles it was opened with, 0: not opened). Declined
-// (the checks fail, or the tiles differ from the claim's), the header says
-// so and the word is closed: helpers holding tiles drop them and the board
-// path runs the submission. `base`: thread 0's DirectSlot::done as the
-// caller read it after the claim, or kFlaggedDeclined to read it here.
-__device__ bool OpenDirectFlagged(const Queue& q, unsigned long long sequence,
-                                  const SlotWords& words, const Submission& sub,
-                                  unsigned long long gate_word, TaskDesc* task, unsigned int* tiles,
-                                  unsigned int* area_words, unsigned int claim_tiles,
-                                  unsigned int* base, const DirectContext& ctx) {
-  __shared__ int go;
-  const unsigned int slot = SlotOf(q, sequence);
-  DirectSlot* const direct = q.direct + slot;
-  int4* const area = DirectArea(q, slot);
-  if (threadIdx.x == 0 && *base == kFlaggedDeclined) *base = Volatile(&direct->done);
-  CopySlotTask(words, task);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    // Besides OpenDirect's checks: the payload fits the flagged area, the
-    // claim opened the word with the task's tiles, and a task of one tensor
-    // has its table staged in the block's shared descriptors (from the area
-    // it would read it flagged: RunDirectTiles).
-    go = FlaggedAreaFits(sub.first_root_tiles, kSubmissionRecordWords + sub.inline_words) &&
-                 (claim_tiles == 0 || claim_tiles == sub.first_root_tiles) &&
-                 DirectTaskFits(sequence, sub, gate_word, task) &&
-                 (task->num_tensors != 1 || StagedTableLength(*task, sub.inline_words) != 0)
-             ? 1
-             : 0;
-    *tiles = sub.first_root_tiles;
-    *area_words = sub.inline_words;
-  }
-  __syncthreads();
-  const unsigned int flag = static_cast<unsigned int>(sequence);
-  if (go) {
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int w = threadIdx.x + j * blockDim.x;
-      if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
-      const unsigned int p = w - kSubmissionRecordWords;
-      StoreFlaggedWord(area, p,
-                       p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j], flag);
-    }
-  }
-  if (kFlaggedFence) {
-    __threadfence();
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    const unsigned int count = go ? sub.inline_words : kFlaggedDeclined;
-    StoreFlaggedWord(area, kFlaggedHeaderWord,
-                     make_int4(static_cast<int>(*base), static_cast<int>(count),
-                               static_cast<int>(kFlaggedHeaderMark), 0),
-                     flag);
-    if (kFlaggedFence) __threadfence();
-    if (!go) {
-      atomicExch(&direct->claim, EncodeDirectClaim(sequence, 0, 0));
-    } else {
-      if (claim_tiles == 0) atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));
-      ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
-    }
-  }
-  return go != 0;
-}
-
 // A later submission's tile that a block claimed after counting its last
 // tile of another (RunDirectTiles hands it to RunDirect).
 struct DirectHandover {
@@ -955,13 +658,10 @@ struct DirectHandover {
 // no tile is left): the submission may have completed meanwhile and its
 // slot been reused, so a claim that takes a later submission's tile (the
 // word's holder) is handed over in *handover for the caller to run (true
-// returned), as a late helper's (HelpRunDirect). `count_base` (thread
-// 0's): DirectSlot::done's value at the opening (0 where the opening resets
-// it; a flagged area's header otherwise).
+// returned), as a late helper's (HelpRunDirect).
 __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, const TaskDesc& task,
                                unsigned int tiles, unsigned int first, bool table_staged,
-                               unsigned int count_base, const DirectContext& ctx,
-                               DirectHandover* handover) {
+                               const DirectContext& ctx, DirectHandover* handover) {
   __shared__ __align__(16) TaskDesc tile;
   __shared__ unsigned int claimed;  // the tile to run next, kNoTask: none
   __shared__ OpFunction op_function;
@@ -1043,14 +743,13 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
       const bool claim_first = claimed + gridDim.x < tiles;
       const DirectClaim early =
           claim_first ? DecodeDirectClaim(atomicAdd(&direct->claim, 1ull)) : DirectClaim{};
-      const bool last = CountDirectTile(&direct->done) - count_base + 1u == tiles;
+      const bool last = CountDirectTile(&direct->done) + 1u == tiles;
       GPUOS_PHASE_MARK(phase_clock, 22);
       unsigned int next = kNoTask;
       if (last) {
         // Every tile ran, so every tile was claimed: nothing to claim. The
         // count goes back to 0 when the slot's next direct submission opens
-        // (OpenDirect; with a flagged area never: the next one's header
-        // carries its base), not here: a store to the line that the other blocks'
+        // (OpenDirect), not here: a store to the line that the other blocks'
         // last claims are hitting would hold this block's system fence
         // behind them (the likely cause of a completion 0.5-1.0 us longer at
         // 104 tiles in the first version of this change, session 31).
@@ -1084,42 +783,26 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
 
 // All threads: RunDirectTiles for tile `first` of submission `sequence`
 // (`task`, in shared memory, and its descriptors loaded; its table too
-// where `table_staged`; `count_base` thread 0's, as RunDirectTiles takes
-// it), then for each later submission's tile it hands over: that
-// submission's area is read after a fence (the add that took the tile was
-// relaxed; the opening that published the area was a release) and its
-// tiles run the same way (its table left in the area: its size is not
-// known here). With a flagged area the later submission's area is waited
-// for instead (no fence: its flags say it is the submission's), its header
-// gives the size and the base, and a declined one's tile is dropped.
+// where `table_staged`), then for each later submission's tile it hands
+// over: that submission's area is read after a fence (the add that took the
+// tile was relaxed; the opening that published the area was a release) and
+// its tiles run the same way (its table left in the area: its size is not
+// known here).
 __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc* task,
                           unsigned int tiles, unsigned int first, bool table_staged,
-                          unsigned int count_base, const DirectContext& ctx) {
+                          const DirectContext& ctx) {
   __shared__ DirectHandover handover;
-  __shared__ FlaggedHeader header;
   const unsigned int slot = SlotOf(q, sequence);
-  while (
-      RunDirectTiles(q, sequence, *task, tiles, first, table_staged, count_base, ctx, &handover)) {
-    if (!kDirectFlagged && threadIdx.x == 0) __threadfence();
+  while (RunDirectTiles(q, sequence, *task, tiles, first, table_staged, ctx, &handover)) {
+    if (threadIdx.x == 0) __threadfence();
     __syncthreads();
     sequence = handover.sequence;
     tiles = handover.tiles;
     first = handover.tile;
     unsigned int staged = 0;
-    if (kDirectFlagged) {
-      SlotWords payload;
-      if (!LoadFlaggedArea(DirectArea(q, slot), &q.direct[slot].claim, sequence, 0, payload,
-                           &header)) {
-        return;
-      }
-      StageDirectPayload(payload, 0, header.words, true, true, task, ctx, &staged);
-      count_base = header.base;
-      table_staged = staged != 0;
-    } else {
-      LoadDirectTask(q.direct + slot, DirectArea(q, slot), kInlinePayloadWords, false, false, task,
-                     ctx, &staged);
-      table_staged = false;
-    }
+    LoadDirectTask(q.direct + slot, DirectArea(q, slot), kInlinePayloadWords, false, false, task,
+                   ctx, &staged);
+    table_staged = false;
     __syncthreads();
   }
 }
@@ -1133,43 +816,24 @@ __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc*
 // when the submission is not one for direct tiles (not a lone tiled inline
 // task, a closed or dropped gate, more than kDirectMaxTiles tiles, a tensor
 // index outside the graph): the claim word is closed and the caller admits
-// the submission as any other. With a flagged area (kDirectFlagged) it opens
-// through OpenDirectFlagged: `claim_tiles` the tiles the claim opened the
-// word with (0: not opened), `count_base` thread 0's DirectSlot::done read
-// after the claim (kFlaggedDeclined: not read).
+// the submission as any other.
 __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
                                  const SlotWords& words, const Submission& sub,
                                  unsigned long long gate_word, const SlotWords* area_now,
-                                 unsigned int claim_tiles, unsigned int count_base,
                                  const DirectContext& ctx) {
   __shared__ __align__(16) TaskDesc task;
   __shared__ unsigned int tiles;
   __shared__ unsigned int opened_words;
   __shared__ int kept;
   GPUOS_PHASE_BEGIN(phase_clock);
-  if (kDirectFlagged) {
-    if (!OpenDirectFlagged(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words,
-                           claim_tiles, &count_base, ctx)) {
-      return false;
-    }
-  } else if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, area_now,
-                         &kept, ctx)) {
+  if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, area_now, &kept,
+                  ctx)) {
     return false;
   }
   GPUOS_PHASE_MARK(phase_clock, 16);
   __syncthreads();  // what thread 0 left
   const unsigned int slot = SlotOf(q, sequence);
   unsigned int staged = 0;
-  if (kDirectFlagged) {
-    // The descriptors from the slot's words this block holds (what it
-    // wrote into the area), with no round trip.
-    StageDirectPayload(words, kSubmissionRecordWords, opened_words, true, false, &task, ctx,
-                       &staged);
-    __syncthreads();
-    GPUOS_PHASE_MARK(phase_clock, 17);
-    RunDirect(q, sequence, &task, tiles, 0, staged != 0, count_base, ctx);
-    return true;
-  }
   if (kDirectAreaKept) {
     // The descriptors from the slot's words this block holds (what the
     // area holds too, written or kept), with no round trip.
@@ -1183,7 +847,7 @@ __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
   }
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 17);
-  RunDirect(q, sequence, &task, tiles, 0, staged != 0, 0, ctx);
+  RunDirect(q, sequence, &task, tiles, 0, staged != 0, ctx);
   if (threadIdx.x == 0 && kept) {
     // Counted after the block's tiles, off the call's path (diagnostics
     // and tests: RuntimeStats::direct_areas_kept).
@@ -1276,54 +940,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     LoadDirectTask(direct, area, kInlinePayloadWords, false, false, &task, ctx, &staged);
     __syncthreads();
   }
-  RunDirect(q, run, &task, tiles, claimed, staged != 0, 0, ctx);
-}
-
-// HelpRunDirect with a flagged area (kDirectFlagged): thread 0 claims a
-// tile at once (the claim opened the word before posting the board; an add
-// that finds an older submission's word, exhausted or closed, takes
-// nothing, and the block then waits for the opening and adds again, as
-// where the admitting block opens after the slot's read:
-// AnnounceDirectFromRecord). With a tile, the block waits for the tile's
-// submission's flagged area (LoadFlaggedArea) and runs it; a declined area's
-// tile is dropped (the board path runs the submission).
-__device__ __noinline__ void HelpRunDirectFlagged(const Queue& q, unsigned long long sequence,
-                                                  unsigned int area_words,
-                                                  const DirectContext& ctx) {
-  __shared__ __align__(16) TaskDesc task;
-  __shared__ unsigned int tiles;
-  __shared__ unsigned int claimed;    // the tile held, kNoTask: none
-  __shared__ unsigned long long run;  // whose tile it is
-  __shared__ FlaggedHeader header;
-  const unsigned int slot = SlotOf(q, sequence);
-  DirectSlot* const direct = q.direct + slot;
-  GPUOS_PHASE_BEGIN(phase_clock);
-  if (threadIdx.x == 0) {
-    DirectClaim got = DecodeDirectClaim(atomicAdd(&direct->claim, 1ull));
-    if (!HoldsOrFollows(got, sequence)) {
-      const unsigned long long word = AwaitDirectOpening(direct, sequence);
-      got = word != 0 && DecodeDirectClaim(word).tiles != 0
-                ? DecodeDirectClaim(atomicAdd(&direct->claim, 1ull))
-                : DirectClaim{0, 0, 0, false};
-    }
-    const bool held = got.valid() && HoldsOrFollows(got, sequence);
-    claimed = held ? got.next : kNoTask;
-    tiles = got.tiles;
-    run = held ? HolderSequence(got, sequence) : sequence;
-  }
-  __syncthreads();
-  GPUOS_PHASE_MARK(phase_clock, 18);
-  if (claimed == kNoTask) return;
-  SlotWords payload;
-  if (!LoadFlaggedArea(DirectArea(q, slot), &direct->claim, run, run == sequence ? area_words : 0u,
-                       payload, &header)) {
-    return;
-  }
-  unsigned int staged = 0;
-  StageDirectPayload(payload, 0, header.words, true, true, &task, ctx, &staged);
-  __syncthreads();
-  GPUOS_PHASE_MARK(phase_clock, 19);
-  RunDirect(q, run, &task, tiles, claimed, staged != 0, header.base, ctx);
+  RunDirect(q, run, &task, tiles, claimed, staged != 0, ctx);
 }
 
 }  // namespace queue

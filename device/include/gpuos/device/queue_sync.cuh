@@ -51,15 +51,6 @@ __device__ __forceinline__ unsigned long long LoadAcquireGpu(const unsigned long
 #endif
 constexpr bool kDirectTiles = GPUOS_DIRECT_TILES == 1 || GPUOS_DIRECT_TILES == 3;
 constexpr bool kReadLoneHint = GPUOS_DIRECT_TILES == 1 || GPUOS_DIRECT_TILES == 2;
-// A flagged area (queue_direct.cuh, kDirectFlagged; docs/runtime.md,
-// "Direct tiles"): the claim word opens at the claim and the area's words
-// carry their submission's sequence, so helpers wait for no fence and no
-// opening after the slot's read. GPUOS_JIT_DEFINES=GPUOS_DIRECT_FLAGGED=1
-// turns it on (off: the opening after the copy and its fence).
-#ifndef GPUOS_DIRECT_FLAGGED
-#define GPUOS_DIRECT_FLAGGED 0
-#endif
-constexpr bool kDirectFlagged = kDirectTiles && GPUOS_DIRECT_FLAGGED != 0;
 
 template <typename T>
 __device__ __forceinline__ T Volatile(const T* p) {
@@ -280,9 +271,7 @@ __device__ __forceinline__ unsigned long long PeekSubmission(const Queue& q,
 // (`hint`, read with the tail) names it (a lone tiled task travelling
 // inline), *direct is set and the claim is announced on the direct board
 // (GPUOS_DIRECT_TILES; queue_direct.cuh): its helpers wait for its claim
-// word to open and run its tiles from the slot's area. With a flagged area
-// (kDirectFlagged) only *direct is set here: the worker opens the word and
-// then posts the board (OpenDirectAtClaim, queue_direct.cuh).
+// word to open and run its tiles from the slot's area.
 __device__ __forceinline__ unsigned long long FinishClaim(const Queue& q, unsigned long long head,
                                                           unsigned long long hint, bool* direct) {
   *direct = false;
@@ -294,9 +283,7 @@ __device__ __forceinline__ unsigned long long FinishClaim(const Queue& q, unsign
   // submission first, which its admitting block may announce from the
   // record: AnnounceDirectFromRecord).
   if (kDirectTiles && LoneHintNames(hint, head + 1)) {
-    // With a flagged area the worker opens the claim word and then posts
-    // (OpenDirectAtClaim), so that helpers find the word open.
-    if (!kDirectFlagged) PostDirectBoard(q, head + 1, LoneHintTiles(hint), LoneHintWords(hint));
+    PostDirectBoard(q, head + 1, LoneHintTiles(hint), LoneHintWords(hint));
     *direct = true;
   }
   return head;
