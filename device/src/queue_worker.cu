@@ -92,7 +92,17 @@ static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
-enum Action : int { kIdle = 0, kAgain, kRun, kAdmit, kAdmitDirect, kHelp, kDirect, kExit };
+enum Action : int {
+  kIdle = 0,
+  kAgain,
+  kRun,
+  kAdmit,
+  kAdmitDirect,
+  kAdmitCached,
+  kHelp,
+  kDirect,
+  kExit
+};
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
 // admitted before they were filled: `Invalidate` at every new batch, since a
@@ -992,6 +1002,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // AnnounceDirectFromRecord, OpenAndRunDirect and Admit.
   __shared__ __align__(16) Submission slot_record;
   __shared__ unsigned long long slot_gate_word;
+  __shared__ unsigned int slot_cache_fill;
+  // kAdmitCached's: the payload cache entry, the tiles and the area's words
+  // (the hints').
+  __shared__ CachedOpening cached_opening;
   // Thread 0's; in shared memory, as it is read only on the idle path and
   // at claims: in registers, with its `drained` look, the worker spilled
   // 24 B where in shared memory it spilled none (210 registers, ef8b44e).
@@ -1064,11 +1078,19 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         // and on 7 of 16 blocks, runtime_park_gpu_test.cpp).
         if (!poller || idle_rounds == 0) LookForPark(q, &park_watch);
         bool direct = false;
+        bool from_cache = false;
         unsigned long long claim_hint = 0;  // the lone hint read with the tail
         GPUOS_PHASE_BEGIN(claim_clock);
         if (kPollerQuietNs != 0) peeked_ns = GlobalTimerNs();
         value = PeekSubmission(q, &host_flags, park_watch.claim_below, &claim_hint,
                                kPollerFlagsEvery == 1 || peeks++ % kPollerFlagsEvery == 0);
+        // A cached submission whose gate the host has not opened yet is
+        // claimed once a later read shows it open (queue_direct.cuh,
+        // "Cached payloads"); this round is idle.
+        const gpuos::device::queue::CachedClaim cached =
+            value == kNone ? gpuos::device::queue::CachedClaim::kNone
+                           : CachedClaimOf(value + 1, claim_hint);
+        if (cached == gpuos::device::queue::CachedClaim::kWait) value = kNone;
         if (value != kNone) {
           GPUOS_PHASE_MARK(claim_clock, 28);
           // The claim after the read (its atomics: 0.33 us at attention seq
@@ -1080,7 +1102,14 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
             next = kAgain;
           } else {
             GPUOS_PHASE_MARK(claim_clock, 25);
-            next = direct ? kAdmitDirect : kAdmit;
+            from_cache = direct && cached == gpuos::device::queue::CachedClaim::kOpen;
+            next = direct ? (from_cache ? kAdmitCached : kAdmitDirect) : kAdmit;
+            if (from_cache) {
+              cached_opening.entry = gpuos::device::LoneHintEntry(claim_hint);
+              cached_opening.tiles = gpuos::device::LoneHintTiles(claim_hint);
+              cached_opening.area_words =
+                  gpuos::device::LoneHintWords(claim_hint) - gpuos::device::kSubmissionRecordWords;
+            }
             if (direct) direct_seen = value + 1;  // its own board word is not news
             if (kSlotUsedWords && direct) direct_words = gpuos::device::LoneHintWords(claim_hint);
             if (q.trace != nullptr) claimed_ns = GlobalTimerNs();
@@ -1124,7 +1153,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           bool first_claimed = false;
           SlotWords words;
           ReadSlot(q, DecodeReady(entry).slot, words);
-          ParseSlot(words, &slot_record, &slot_gate_word);
+          ParseSlot(words, &slot_record, &slot_gate_word, &slot_cache_fill);
           entry =
               Admit(q, DecodeReady(entry).slot, words, slot_record, slot_gate_word, &first_claimed);
           if (entry == kNone) continue;
@@ -1143,34 +1172,36 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0});
       Invalidate(cache);  // its descriptors were overwritten
-    } else if (current == kAdmit || current == kAdmitDirect) {
+    } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitCached) {
       bool first_claimed = false;
       SlotWords words;
-      // The slot's area as it is now, read (L2) under the slot's PCIe read,
-      // for an opening that finds it holding the payload (kDirectAreaKept).
-      SlotWords area_now;
-      const bool compare_area = kDirectAreaKept && kSlotUsedWords && current == kAdmitDirect;
       GPUOS_PHASE_BEGIN(read_clock);
-      if (compare_area) {
-        const auto slot = SlotOf(q, value + 1);
-        LoadAreaAsSlot(DirectArea(q, slot), direct_words, area_now);
-        ReadSlotUsed(q, slot, direct_words, words);
+      const bool from_cache = current == kAdmitCached;
+      if (from_cache) {
+        // From the payload cache (queue_direct.cuh, "Cached payloads"): the
+        // ring slot is not read (its words, zero, are parsed but not used:
+        // with the parse skipped too the worker spilled 128 bytes against
+        // 48, ptxas -v, sm_90).
+#pragma unroll
+        for (unsigned int j = 0; j < gpuos::device::queue::kSlotWordsPerThread; ++j) {
+          words.w[j] = make_int4(0, 0, 0, 0);
+        }
       } else if (kSlotUsedWords && current == kAdmitDirect) {
         ReadSlotUsed(q, SlotOf(q, value + 1), direct_words, words);
       } else {
         ReadSlot(q, SlotOf(q, value + 1), words);
       }
-      ParseSlot(words, &slot_record, &slot_gate_word);
+      ParseSlot(words, &slot_record, &slot_gate_word, &slot_cache_fill);
       GPUOS_PHASE_MARK(read_clock, 24);
       // A lone tiled task runs directly where it can (OpenAndRunDirect: its
       // gate open, ...), announced at the claim (the host's hint) or, where
       // the hint read was older than the tail, now (its record); otherwise,
       // and for any other graph, the admission.
       const bool direct =
-          current == kAdmitDirect ||
+          current != kAdmit ||
           (kDirectTiles && AnnounceDirectFromRecord(q, value + 1, slot_record, &direct_seen));
       if (direct && OpenAndRunDirect(q, value + 1, words, slot_record, slot_gate_word,
-                                     compare_area ? &area_now : nullptr,
+                                     slot_cache_fill, from_cache ? &cached_opening : nullptr,
                                      DirectContext{cache.descs[0], &op_cache, scratch, &completed,
                                                    &recorder, claimed_ns})) {
         Invalidate(cache);  // its descriptors were overwritten

@@ -61,11 +61,37 @@ TEST(QueueLayoutTest, LoneHintNamesOnlyItsSequenceAndKeepsTilesAndWords) {
   // a whole slot's words fit.
   EXPECT_EQ(LoneHintTiles(EncodeLoneHint(1, 70000, kSubmissionSlotWords)), 0xffffu);
   EXPECT_EQ(LoneHintWords(EncodeLoneHint(1, 70000, kSubmissionSlotWords)), kSubmissionSlotWords);
-  // Sequences compare by their low 38 bits: one 2^38 apart share a hint,
+  // Sequences compare by their low 29 bits: one 2^29 apart share a hint,
   // which the ring never has in flight together.
-  EXPECT_TRUE(LoneHintNames(EncodeLoneHint(5, 2, 13), 5 + (1ull << 38)));
+  EXPECT_TRUE(LoneHintNames(EncodeLoneHint(5, 2, 13), 5 + (1ull << kLoneHintSequenceBits)));
   // An empty hint (the control block is zeroed) names no submission.
   EXPECT_FALSE(LoneHintNames(0, 1));
+  EXPECT_FALSE(LoneHintCached(hint));
+}
+
+// A use of the payload cache (queue_direct.cuh, "Cached payloads") names its
+// entry and its gate in the lone hint, beside what the hint always holds;
+// opening the gate or dropping the use changes nothing else.
+TEST(QueueLayoutTest, LoneHintCarriesTheCacheEntryAndItsGate) {
+  const unsigned long long sequence = (1ull << 40) + 987654321ull;
+  const unsigned long long closed =
+      EncodeLoneHint(sequence, 0xffff, kSubmissionSlotWords, LoneHintCacheBits(126, false));
+  EXPECT_TRUE(LoneHintNames(closed, sequence));
+  EXPECT_EQ(LoneHintTiles(closed), 0xffffu);
+  EXPECT_EQ(LoneHintWords(closed), kSubmissionSlotWords);
+  EXPECT_TRUE(LoneHintCached(closed));
+  EXPECT_FALSE(LoneHintOpen(closed));
+  EXPECT_EQ(LoneHintEntry(closed), 126u);
+  const unsigned long long opened = closed | kLoneHintOpen;
+  EXPECT_TRUE(LoneHintOpen(opened));
+  EXPECT_EQ(LoneHintEntry(opened), 126u);
+  EXPECT_EQ(opened,
+            EncodeLoneHint(sequence, 0xffff, kSubmissionSlotWords, LoneHintCacheBits(126, true)));
+  const unsigned long long dropped = closed & ~kLoneHintCacheMask;
+  EXPECT_FALSE(LoneHintCached(dropped));
+  EXPECT_TRUE(LoneHintNames(dropped, sequence));
+  EXPECT_EQ(LoneHintWords(dropped), kSubmissionSlotWords);
+  EXPECT_EQ(LoneHintEntry(EncodeLoneHint(1, 2, 3, LoneHintCacheBits(0, true))), 0u);
 }
 
 TEST(QueueLayoutTest, DirectBoardRoundTripsAndWidensItsSequence) {

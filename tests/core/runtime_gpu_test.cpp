@@ -316,6 +316,7 @@ TEST_F(RuntimeGpuTest, GpuScopeCompletionsKeepEveryResult) {
 TEST_F(RuntimeGpuTest, LoneTiledTasksInFlightTogetherOverTwoSlots) {
   RuntimeConfig config;
   config.submission_capacity = 2;
+  config.payload_cache_entries = 8;  // off by default
   OPEN_OR_SKIP(runtime, Open(config));
   constexpr int kGraphs = 400;
   constexpr std::size_t kN = 65536;
@@ -352,6 +353,106 @@ TEST_F(RuntimeGpuTest, LoneTiledTasksInFlightTogetherOverTwoSlots) {
   EXPECT_GT(stats.backpressure_waits, 0u);
   if (DirectTilesOn()) {
     EXPECT_GT(stats.direct_submissions, 0u) << "no submission ran directly";
+  }
+}
+
+// The payload cache (docs/runtime.md, "Direct tiles", "Cached payloads"):
+// 400 in-place adds cycling over 4 outputs, two in flight at a time over 2
+// ring slots, so four payloads recur: each fills a cache entry once, then
+// runs from it without its ring slot being read, while slots are reused
+// under helpers on their way (openings of ring-slot areas and cache areas
+// alternate in one claim word). An add run from a wrong area, twice or
+// never leaves a wrong sum.
+TEST_F(RuntimeGpuTest, RecurringLoneTiledTasksRunFromThePayloadCache) {
+  RuntimeConfig config;
+  config.submission_capacity = 2;
+  config.payload_cache_entries = 8;  // off by default
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr int kGraphs = 400;
+  constexpr int kOutputs = 4;
+  constexpr std::size_t kN = 65536;
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  ASSERT_TRUE(ones.ok());
+  std::vector<DeviceTensor> outs;
+  for (int o = 0; o < kOutputs; ++o) {
+    auto out = Upload(*runtime, Iota(kN, 1.0f));
+    ASSERT_TRUE(out.ok());
+    outs.push_back(*out);
+  }
+  std::vector<Future> futures;
+  for (int g = 0; g < kGraphs; ++g) {
+    TaskGraph graph(*runtime);
+    const DeviceTensor& out = outs[g % kOutputs];
+    ASSERT_TRUE(graph.Add("add", DType::kF32, {out.desc, ones->desc, out.desc}).ok());
+    ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
+    auto future = runtime->Submit(graph);
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    futures.push_back(*future);
+  }
+  for (int g = 0; g < kGraphs; ++g) {
+    ASSERT_TRUE(futures[g].Wait(std::chrono::seconds(30)).ok()) << "graph " << g;
+  }
+  const std::vector<float> xs = Iota(kN, 1.0f);
+  for (int o = 0; o < kOutputs; ++o) {
+    auto out = Download(*runtime, outs[o]);
+    ASSERT_TRUE(out.ok());
+    for (std::size_t i = 0; i < kN; ++i) {
+      ASSERT_FLOAT_EQ((*out)[i], xs[i] + kGraphs / kOutputs) << "output " << o << " at " << i;
+    }
+  }
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_EQ(stats.payload_cache_entries, config.payload_cache_entries);
+  EXPECT_GE(stats.payload_cache_fills, static_cast<std::uint64_t>(kOutputs));
+  EXPECT_GT(stats.payload_cache_uses, static_cast<std::uint64_t>(kGraphs / 2));
+  if (DirectTilesOn()) {
+    DirectRunsSettled(*runtime, kGraphs);
+    EXPECT_GT(runtime->stats().cached_openings, 0u) << "no submission opened from the cache";
+    EXPECT_LE(runtime->stats().cached_openings, runtime->stats().payload_cache_uses);
+  }
+}
+
+// A use of the payload cache behind a gate (SubmitOptions::open_later, the
+// PyTorch frontend's stream ordering): its hint opens with OpenGate, and
+// DropGated completes it without running it. One call at a time, so every
+// call after the first fill is a use.
+TEST_F(RuntimeGpuTest, GatedUsesOfThePayloadCacheOpenAndDrop) {
+  RuntimeConfig config;
+  config.payload_cache_entries = 4;  // off by default
+  OPEN_OR_SKIP(runtime, Open(config));
+  constexpr std::size_t kN = 65536;
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  auto out = Upload(*runtime, Iota(kN, 1.0f));
+  ASSERT_TRUE(ones.ok() && out.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {out->desc, ones->desc, out->desc}).ok());
+  ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
+  constexpr int kCalls = 60;
+  int ran = 0;
+  for (int c = 0; c < kCalls; ++c) {
+    const bool gated = c % 2 == 1;
+    const bool drop = c % 6 == 5;
+    auto future = runtime->Submit(graph, SubmitOptions{.open_later = gated});
+    ASSERT_TRUE(future.ok()) << future.status().ToString();
+    if (gated) {
+      // Let the pollers see the closed hint first, now and then.
+      if (c % 4 == 1) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      ASSERT_TRUE((drop ? runtime->DropGated(*future) : runtime->OpenGate(*future)).ok());
+    }
+    ASSERT_TRUE(future->Wait(std::chrono::seconds(30)).ok()) << "call " << c;
+    if (!drop) ++ran;
+  }
+  auto result = Download(*runtime, *out);
+  ASSERT_TRUE(result.ok());
+  const std::vector<float> xs = Iota(kN, 1.0f);
+  for (std::size_t i = 0; i < kN; ++i) {
+    ASSERT_FLOAT_EQ((*result)[i], xs[i] + static_cast<float>(ran)) << "at " << i;
+  }
+  const RuntimeStats stats = runtime->stats();
+  EXPECT_GE(stats.payload_cache_uses, static_cast<std::uint64_t>(kCalls - 2));
+  if (DirectTilesOn()) {
+    DirectRunsSettled(*runtime, ran);
+    EXPECT_GE(runtime->stats().cached_openings, static_cast<std::uint64_t>(ran - 2))
+        << "uses claimed through their ring slot instead of the cache";
   }
 }
 

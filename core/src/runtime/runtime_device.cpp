@@ -59,6 +59,12 @@ Status RuntimeImpl::Init(const RuntimeConfig& config) {
         "(the default is 2)");
   }
   pollers_ = config.pollers;
+  if (config.payload_cache_entries > device::kMaxPayloadCacheEntries) {
+    return InvalidArgument("RuntimeConfig::payload_cache_entries is " +
+                           std::to_string(config.payload_cache_entries) + ": at most " +
+                           std::to_string(device::kMaxPayloadCacheEntries) +
+                           " (0 turns the payload cache off)");
+  }
   auto driver = LoadCudaDriver();
   if (!driver.ok()) {
     const std::string message = driver.status().message();
@@ -246,7 +252,9 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
       static_cast<std::uint32_t>(std::min<std::uint64_t>(ready64, 1u << 30));
 
   Layout host;
-  const std::size_t control_at = host.Add(sizeof(device::QueueControl));
+  // The control block, then the payload cache's filled words (queue.h).
+  const std::size_t control_at =
+      host.Add(sizeof(device::QueueControl) + device::kCacheFilledWords * sizeof(std::uint64_t));
   const std::size_t subs_at = host.Add(subs * sizeof(device::SubmissionSlot));
   const std::size_t done_at = host.Add(subs * sizeof(std::uint64_t));
   const std::size_t tasks_at = host.Add(std::size_t{tasks} * sizeof(device::TaskDesc));
@@ -263,6 +271,7 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
                              "cuMemHostGetDevicePointer"));
   auto* base = static_cast<unsigned char*>(host_block_);
   control_ = reinterpret_cast<device::QueueControl*>(base + control_at);
+  cache_filled_ = reinterpret_cast<const std::uint64_t*>(control_ + 1);
   submission_slots_ = reinterpret_cast<device::SubmissionSlot*>(base + subs_at);
   done_ = reinterpret_cast<std::uint64_t*>(base + done_at);
   staged_tasks_ = reinterpret_cast<device::TaskDesc*>(base + tasks_at);
@@ -288,9 +297,11 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   const std::size_t d_trace =
       dev.Add(std::size_t{blocks_} * trace_per_block * sizeof(device::TraceRecord));
   // Lone tiled tasks run directly (queue.h, DirectSlot): a record and an
-  // area per ring slot.
+  // area per ring slot, then the payload cache's areas.
+  const unsigned int cache_entries = config.payload_cache_entries;
+  static_assert(sizeof(device::DirectSlot) == 16, "DirectRegionBytes counts 16 bytes a slot");
   const std::size_t d_direct =
-      dev.Add(subs * (sizeof(device::DirectSlot) + std::size_t{device::kDirectAreaBytes}));
+      dev.Add(static_cast<std::size_t>(device::DirectRegionBytes(subs, cache_entries)));
   GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuMemAlloc(&device_block_, dev.size()),
                              "cuMemAlloc(queue, " + std::to_string(dev.size()) + " bytes)"));
   GPUOS_RETURN_IF_ERROR(
@@ -317,6 +328,8 @@ Status RuntimeImpl::AllocateQueue(const RuntimeConfig& config) {
   p.trace = trace_per_block == 0 ? 0 : device_block_ + d_trace;
   p.trace_counts = device_block_ + d_trace_counts;
   p.direct = device_block_ + d_direct;
+  p.payload_cache_entries = cache_entries;
+  payload_cache_ = PayloadCache(cache_entries);
   p.diagnostic_blocks = blocks_;
   p.trace_per_block = trace_per_block;
   diagnostics_.slot_errors = reinterpret_cast<device::SubmissionError*>(base + errors_at);

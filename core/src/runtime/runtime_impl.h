@@ -18,6 +18,7 @@
 #include "gpuos/registry/kernel_image.h"
 #include "gpuos/runtime/runtime.h"
 #include "operator_table.h"
+#include "payload_cache.h"
 #include "runtime_diagnostics.h"
 #include "runtime_plugins.h"
 
@@ -228,6 +229,8 @@ class RuntimeImpl final : public EpochDevice {
   std::string NameTask(std::uint32_t task_id) const;
 
   std::uint64_t LoadDone(std::uint32_t slot) const;
+  // A graph's task as Submit stages it: bound to its operator's slot.
+  device::TaskDesc BoundTask(const device::TaskDesc& graph_task) const;
 
   // runtime_plugins.cpp. REQUIRES mutex_. The consulted scheduler's order
   // of `graph`'s roots as StagingOrder (empty: the graph's order).
@@ -292,6 +295,11 @@ class RuntimeImpl final : public EpochDevice {
   device::QueueControl* control_ = nullptr;
   device::SubmissionSlot* submission_slots_ = nullptr;
   std::uint64_t* done_ = nullptr;
+  // Per payload cache entry, the fill the device confirmed (queue.h,
+  // kCacheFilledWords), and the host's bookkeeping of the entries.
+  const std::uint64_t* cache_filled_ = nullptr;
+  PayloadCache payload_cache_;
+  std::string cache_key_;  // Submit's scratch for PayloadCache::Choose
   device::TaskDesc* staged_tasks_ = nullptr;
   device::TensorDesc* staged_tensors_ = nullptr;
   std::uint32_t* staged_successors_ = nullptr;

@@ -255,17 +255,28 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
           ? reinterpret_cast<std::uint32_t*>(payload + task_count * sizeof(device::TaskDesc) +
                                              std::size_t{tensor_count} * sizeof(device::TensorDesc))
           : staged_successors_ + edge_begin;
-  const std::uint32_t first_id = next_task_id_;
-  next_task_id_ += task_count;
+  // The payload cache (payload_cache.h; queue_direct.cuh, "Cached
+  // payloads"): a lone tiled task travelling inline whose task and tensors
+  // an entry of the device's cache holds runs from there, its ring slot not
+  // read; one new to the cache fills an entry.
+  PayloadCache::Decision cached;
+  if (inline_graph && device::SubmissionCountsTiles(task_count, first_root_tiles) &&
+      options.wait_for == nullptr && payload_cache_.entries() != 0 &&
+      CachedPayloadKey(BoundTask(tasks[0]), tensors.data(), tensor_count, first_root_tiles,
+                       &cache_key_)) {
+    cached = payload_cache_.Choose(
+        cache_key_, sequence, next_task_id_, [this](std::uint64_t s) { return Done(s); },
+        [this](unsigned int entry, std::uint64_t fill) {
+          return LoadAcquire(cache_filled_ + entry) == fill;
+        });
+  }
+  const bool cached_use = cached.kind == PayloadCache::Kind::kUse;
+  // A use's task keeps its fill's id, which the entry's copy holds.
+  const std::uint32_t first_id = cached_use ? cached.first_task_id : next_task_id_;
+  if (!cached_use) next_task_id_ += task_count;
   for (std::uint32_t i = 0; i < task_count; ++i) {
     const std::uint32_t index = staging_order.empty() ? i : staging_order[i];
-    device::TaskDesc task = tasks[index];
-    // Bind the task to the version active now (docs/live-update.md): its
-    // slot, not the alias table, is what the worker dispatches.
-    if (task.logical_op != 0) {
-      task.opcode = table_.Slot(task.logical_op);
-      task.logical_op = 0;
-    }
+    device::TaskDesc task = BoundTask(tasks[index]);
     for (unsigned int k = 0; k < task.num_tensors && k < device::kMaxTaskTensors; ++k) {
       task.tensors[k] += static_cast<int>(tensor_begin);
     }
@@ -303,14 +314,22 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   record.inline_words = inline_graph ? payload_words : 0;
   record.first_root = root_count == 0 ? 0 : static_cast<std::uint32_t>(task_begin) + roots_[0];
   record.first_root_tiles = first_root_tiles;
+  ring_slot.cache_fill = cached.kind == PayloadCache::Kind::kFill ? cached.entry + 1ull : 0ull;
   diagnostics_.history.Add({sequence, first_id, task_count});
   // A lone tiled task that travels inline: the poller that claims it names
   // it to idle blocks, which run its tiles directly (queue.h, lone_hint;
   // queue_direct.cuh). Written before the tail, in the same 16-byte word
   // that pollers read at once: a poller that sees this tail sees this hint.
+  // A use of the payload cache names its entry in the hint, open where the
+  // submission has no gate; a slot gate opens it later (OpenGate). Atomic:
+  // OpenGate may exchange the word from another thread.
   if (inline_graph && device::SubmissionCountsTiles(task_count, first_root_tiles)) {
-    control_->lone_hint = device::EncodeLoneHint(sequence, first_root_tiles,
-                                                 device::kSubmissionRecordWords + payload_words);
+    const unsigned long long cache_bits =
+        cached_use ? device::LoneHintCacheBits(cached.entry, gate->address == 0) : 0ull;
+    std::atomic_ref<unsigned long long>(control_->lone_hint)
+        .store(device::EncodeLoneHint(sequence, first_root_tiles,
+                                      device::kSubmissionRecordWords + payload_words, cache_bits),
+               std::memory_order_relaxed);
   }
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 
@@ -342,6 +361,17 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   return future;
 }
 
+device::TaskDesc RuntimeImpl::BoundTask(const device::TaskDesc& graph_task) const {
+  device::TaskDesc task = graph_task;
+  // Bound to the version active now (docs/live-update.md): its slot, not
+  // the alias table, is what the worker dispatches.
+  if (task.logical_op != 0) {
+    task.opcode = table_.Slot(task.logical_op);
+    task.logical_op = 0;
+  }
+  return task;
+}
+
 Status RuntimeImpl::OpenGate(const Future& future, bool drop) {
   if (future.sequence_ == 0) return Status::Ok();
   if (future.runtime_ != this) {
@@ -368,6 +398,22 @@ Status RuntimeImpl::OpenGate(const Future& future, bool drop) {
   while (static_cast<long long>((seen & ~device::kGateDropped) - future.sequence_) < 0 &&
          !word.compare_exchange_weak(seen, value, std::memory_order_release,
                                      std::memory_order_relaxed)) {
+  }
+  // A use of the payload cache waits for its lone hint, not the slot
+  // (queue_direct.cuh, "Cached payloads"): opened, the hint says so;
+  // dropped, it no longer names the entry, so that the worker reads the
+  // slot and finds the drop there (written above, before). Only while the
+  // hint still names this submission closed: a later submission's hint is
+  // left alone (the exchange fails where Submit replaced the word). A
+  // finished submission is left out: the hint names 29 bits of a sequence,
+  // which an unfinished one shares with no other.
+  std::atomic_ref<unsigned long long> hint(control_->lone_hint);
+  unsigned long long named = hint.load(std::memory_order_relaxed);
+  if (!Done(future.sequence_) && device::LoneHintNames(named, future.sequence_) &&
+      device::LoneHintCached(named) && !device::LoneHintOpen(named)) {
+    const unsigned long long next =
+        drop ? named & ~device::kLoneHintCacheMask : named | device::kLoneHintOpen;
+    hint.compare_exchange_strong(named, next, std::memory_order_release, std::memory_order_relaxed);
   }
   return Status::Ok();
 }
@@ -504,10 +550,13 @@ RuntimeStats RuntimeImpl::Stats() const {
   stats.idle_park = idle_park_;
   stats.device_memory_results = params_.completion_scope == device::kCompletionScopeGpu;
   stats.retired_images = retired_modules_.size();
+  stats.payload_cache_uses = payload_cache_.uses();
+  stats.payload_cache_fills = payload_cache_.fills();
+  stats.payload_cache_entries = payload_cache_.entries();
   if (control_ != nullptr) {
     stats.tiles_completed = LoadAcquire(&control_->completed_tasks);
     stats.direct_submissions = LoadAcquire(&control_->direct_submissions);
-    stats.direct_areas_kept = LoadAcquire(&control_->direct_areas_kept);
+    stats.cached_openings = LoadAcquire(&control_->cached_openings);
     stats.worker_sm_clock_mhz = static_cast<double>(LoadAcquire(&control_->sm_clock_khz)) / 1000;
     const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
     stats.parks = generation_ == 0 ? 0 : (generation_ - 1) + (parked >= generation_ ? 1 : 0);

@@ -9,6 +9,7 @@
 #include "bridge_fusion.h"
 #include "bridge_host_timing.h"
 #include "gpuos/cuda_driver.h"
+#include "gpuos/device/queue.h"
 #include "gpuos/embedded_sets.h"
 #include "gpuos/environment.h"
 #include "gpuos/registry/pack_loader.h"
@@ -86,6 +87,13 @@ Expected<std::unique_ptr<runtime::Runtime>> OpenRuntime(const OpenOptions& optio
   GPUOS_ASSIGN_OR_RETURN(const auto pollers,
                          GetEnvInteger("GPUOS_TORCH_POLLERS", 1, 64, "a poller count"));
   if (pollers) config.pollers = static_cast<unsigned int>(*pollers);
+  // Entries of the device's payload cache (RuntimeConfig::payload_cache_entries;
+  // off by default: an experiment, for A/B runs).
+  GPUOS_ASSIGN_OR_RETURN(
+      const auto cache_entries,
+      GetEnvInteger("GPUOS_TORCH_PAYLOAD_CACHE", 0, gpuos::device::kMaxPayloadCacheEntries,
+                    "a payload cache size"));
+  if (cache_entries) config.payload_cache_entries = static_cast<unsigned int>(*cache_entries);
   // Every task writes CUDA tensors (device memory), so the completion word
   // needs only a gpu-scope fence (docs/runtime.md, "The completion's fence");
   // GPUOS_TORCH_GPU_FENCE=0 keeps the system-scope one (A/B runs).

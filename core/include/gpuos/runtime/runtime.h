@@ -108,6 +108,17 @@ struct RuntimeConfig {
   // not be ordered before the word. The PyTorch frontend sets it (its tasks
   // write CUDA tensors).
   bool device_memory_results = false;
+  // Entries of the device's payload cache (docs/runtime.md, "Direct tiles",
+  // "Cached payloads"): a lone tiled task that travels inline and was
+  // submitted before with the same operator, items and tensors (a compiled
+  // program replayed with the same addresses) runs from a copy kept in
+  // device memory, without the worker reading its ring slot over PCIe. 8
+  // KiB of device memory each; at most 127. Off (0) by default: on an H200
+  // it took 1.8 us off the admission of attention's stitched call but none
+  // off the call, whose last tile waits for the helpers, and its host
+  // bookkeeping added 1-2 us (bench/results/experiments/
+  // payload_cache_ab_session42.txt).
+  unsigned int payload_cache_entries = 0;
   // Plugins (docs/runtime.md, "Plugins"). Open loads the `.so` libraries of
   // these directories, then those of GPUOS_PLUGIN_PATH, before any device
   // work: a missing directory or a library that fails to load fails Open
@@ -155,11 +166,17 @@ struct RuntimeStats {
   // submission completes, so a lower bound (briefly one behind a wait that
   // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
-  // Of those, the openings that found their ring slot's area holding their
-  // payload already and left it as it was (a replayed program with the same
-  // addresses one ring lap later; docs/runtime.md, "Direct tiles": a kept
-  // area), mirrored the same way.
-  std::uint64_t direct_areas_kept = 0;
+  // Of those, the ones the worker opened from the payload cache without
+  // reading their ring slot (RuntimeConfig::payload_cache_entries), mirrored
+  // the same way.
+  std::uint64_t cached_openings = 0;
+  // Submissions published as uses of a payload cache entry (the host's
+  // count; the worker opens such a one from the cache where the lone hint
+  // it reads with the tail still names it, cached_openings) and as fills of
+  // an entry.
+  std::uint64_t payload_cache_uses = 0;
+  std::uint64_t payload_cache_fills = 0;
+  unsigned int payload_cache_entries = 0;  // RuntimeConfig::payload_cache_entries
   unsigned int worker_blocks = 0;
   unsigned int worker_pollers = 0;  // RuntimeConfig::pollers as the grid gets it
   // Registers per thread of the loaded worker (CU_FUNC_ATTRIBUTE_NUM_REGS; at

@@ -11,7 +11,7 @@
 // another layout.
 #pragma once
 
-#define GPUOS_RUNTIME_ABI_VERSION 11
+#define GPUOS_RUNTIME_ABI_VERSION 12
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define GPUOS_HOST_DEVICE __host__ __device__

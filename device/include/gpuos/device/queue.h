@@ -100,7 +100,11 @@ struct alignas(16) SubmissionSlot {
   // dropped the submission (Runtime::DropGated), which completes without
   // running its tasks. In the slot's last 16-byte word.
   unsigned long long gate_word;
-  unsigned long long reserved;
+  // The payload cache's entry this submission fills (entry + 1; 0: none):
+  // the admitting block that opens it as direct tiles writes its payload
+  // into that entry's area instead of the ring slot's and tags the entry
+  // with its sequence (queue_direct.cuh, "Cached payloads").
+  unsigned long long cache_fill;
 };
 // SubmissionSlot::gate_word's flag "dropped" (sequences stay below it).
 constexpr unsigned long long kGateDropped = 1ull << 62;
@@ -128,6 +132,10 @@ struct alignas(64) QueueControl {
   // tiles directly (QueueDeviceState::direct_board). It shares a 16-byte
   // word with the tail, which a poller reads with one acquire load
   // (TryClaimSubmission): a tail read with it is never newer than the hint.
+  // Where the submission's payload is in the device's payload cache, the
+  // hint names the entry and whether its gate is open (LoneHintCacheBits;
+  // the host sets the open bit when the gate opens, and clears the cache
+  // bits when it drops the submission).
   unsigned long long lone_hint;
   // stop and keep_warm: one 8-byte load, in flight with the tail's.
   unsigned int stop;  // 1: every block exits as soon as it is idle
@@ -144,11 +152,18 @@ struct alignas(64) QueueControl {
   // completing the latest one mirrored QueueDeviceState's count (mirrors may
   // land out of order: a lower bound at any moment; diagnostics and tests).
   unsigned long long direct_submissions;
-  // Direct openings that found the slot's area holding their payload
-  // already (queue_direct.cuh, kDirectAreaKept), mirrored as
-  // direct_submissions is (a lower bound at any moment).
-  unsigned long long direct_areas_kept;
+  // Direct openings from the payload cache, without the ring slot's read
+  // (queue_direct.cuh, "Cached payloads"), mirrored as direct_submissions
+  // is (a lower bound at any moment).
+  unsigned long long cached_openings;
 };
+
+// Mapped pinned host memory right after QueueControl (allocated with it):
+// per payload cache entry, the sequence of the last submission whose
+// opening wrote the entry (device -> host), so that the host publishes a
+// submission as a use of an entry only once the device confirmed its fill
+// (queue_direct.cuh, "Cached payloads").
+constexpr unsigned int kCacheFilledWords = 128;
 
 // Per task-arena entry, device memory; initialized when the task is admitted.
 struct NodeState {
@@ -215,7 +230,7 @@ struct alignas(128) QueueDeviceState {
   unsigned long long park_run_until;
   unsigned int park_bound_generation;
   unsigned int pad_park;
-  unsigned long long direct_areas_kept;  // QueueControl mirrors it
+  unsigned long long cached_openings;  // QueueControl mirrors it
   unsigned long long pad3[7];
   // Tiled tasks that want helpers: EncodeReady(task, slot, true), 0 = free.
   // Idle blocks read the words and take a helper ticket from the task's
@@ -245,7 +260,10 @@ struct alignas(16) DirectSlot {
   // word says whose tile they got and whether it is one.
   unsigned long long claim;
   unsigned int done;  // tiles finished; back to 0 when the slot's next direct submission opens
-  unsigned int reserved;
+  // The area the opening's payload is in (DirectAreaIndex): the ring slot's
+  // own or a payload cache entry's; written before the opening's release,
+  // read by the blocks that acquired the opening.
+  unsigned int area;
 };
 // Bytes of device memory per ring slot after the DirectSlots: the admitting
 // block's copy of a lone tiled task's inline graph (the task, then its
@@ -254,25 +272,61 @@ struct alignas(16) DirectSlot {
 // 10-40 us: bench/results/experiments/direct_tiles_session24.txt).
 constexpr unsigned int kDirectAreaBytes = 8192;
 
-// QueueControl::lone_hint: the submission's sequence (low 38 bits), its
-// tiles (16 bits, at most 65535) and the 16-byte words of its ring slot
-// that hold the record and the graph (10 bits).
+// The payload cache (queue_direct.cuh, "Cached payloads"): after the ring
+// slots' areas, `entries` more areas of kDirectAreaBytes. Area index
+// i < capacity is ring slot i's; capacity + k is entry k's.
+GPUOS_HOST_DEVICE inline unsigned long long DirectRegionBytes(unsigned int capacity,
+                                                              unsigned int entries) {
+  return static_cast<unsigned long long>(capacity) * 16ull +
+         (static_cast<unsigned long long>(capacity) + entries) * kDirectAreaBytes;
+}
+constexpr unsigned int kMaxPayloadCacheEntries = 127;
+static_assert(kMaxPayloadCacheEntries <= kCacheFilledWords, "an entry without a filled word");
+
+// QueueControl::lone_hint: the submission's sequence (low 29 bits: the hint
+// only ever names the newest submission, which a claim compares with the
+// one it could take, at most a ring of submissions apart), its tiles (16
+// bits, at most 65535), the 16-byte words of its ring slot that hold the
+// record and the graph (10 bits), and the payload cache's 9 bits
+// (LoneHintCacheBits: 0, or the entry that holds the payload and whether
+// the submission's gate is open).
+constexpr unsigned int kLoneHintSequenceBits = 29;
+constexpr unsigned long long kLoneHintCached = 1ull;  // the payload is a cache entry's
+constexpr unsigned long long kLoneHintOpen = 2ull;    // and its gate is open
+constexpr unsigned long long kLoneHintCacheMask = 0x1ffull;
+GPUOS_HOST_DEVICE inline unsigned long long LoneHintCacheBits(unsigned int entry, bool open) {
+  return static_cast<unsigned long long>(entry & 0x7fu) << 2 | (open ? kLoneHintOpen : 0ull) |
+         kLoneHintCached;
+}
 GPUOS_HOST_DEVICE inline unsigned long long EncodeLoneHint(unsigned long long sequence,
                                                            unsigned int tiles,
-                                                           unsigned int slot_words) {
+                                                           unsigned int slot_words,
+                                                           unsigned long long cache_bits = 0) {
   const unsigned long long t = tiles > 0xffffu ? 0xffffu : tiles;
-  return (sequence & ((1ull << 38) - 1)) << 26 | t << 10 | (slot_words & 0x3ffu);
+  return (sequence & ((1ull << kLoneHintSequenceBits) - 1)) << 35 | t << 19 |
+         static_cast<unsigned long long>(slot_words & 0x3ffu) << 9 |
+         (cache_bits & kLoneHintCacheMask);
 }
 GPUOS_HOST_DEVICE inline unsigned int LoneHintTiles(unsigned long long hint) {
-  return static_cast<unsigned int>((hint >> 10) & 0xffffu);
+  return static_cast<unsigned int>((hint >> 19) & 0xffffu);
 }
 // Whether `hint` is one for submission `sequence` (a tiled task: 2 tiles
 // or more, so a zeroed word names nothing).
 GPUOS_HOST_DEVICE inline bool LoneHintNames(unsigned long long hint, unsigned long long sequence) {
-  return LoneHintTiles(hint) > 1 && (hint >> 26) == (sequence & ((1ull << 38) - 1));
+  return LoneHintTiles(hint) > 1 &&
+         (hint >> 35) == (sequence & ((1ull << kLoneHintSequenceBits) - 1));
 }
 GPUOS_HOST_DEVICE inline unsigned int LoneHintWords(unsigned long long hint) {
-  return static_cast<unsigned int>(hint & 0x3ffu);
+  return static_cast<unsigned int>((hint >> 9) & 0x3ffu);
+}
+GPUOS_HOST_DEVICE inline bool LoneHintCached(unsigned long long hint) {
+  return (hint & kLoneHintCached) != 0;
+}
+GPUOS_HOST_DEVICE inline bool LoneHintOpen(unsigned long long hint) {
+  return (hint & kLoneHintOpen) != 0;
+}
+GPUOS_HOST_DEVICE inline unsigned int LoneHintEntry(unsigned long long hint) {
+  return static_cast<unsigned int>(hint >> 2) & 0x7fu;
 }
 
 // An idle block's looks at a queue that seemed drained and idle (the
@@ -453,7 +507,10 @@ struct alignas(16) QueueParams {
   // kCompletionScopeSystem, or kCompletionScopeGpu where every task's
   // outputs are in device memory (RuntimeConfig::device_memory_results).
   unsigned int completion_scope;
-  unsigned int reserved[3];
+  // Entries of the payload cache after the ring slots' areas
+  // (DirectRegionBytes; 0: none).
+  unsigned int payload_cache_entries;
+  unsigned int reserved[2];
 };
 
 // QueueParams::completion_scope.

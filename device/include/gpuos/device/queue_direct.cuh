@@ -159,15 +159,16 @@ __device__ __forceinline__ unsigned int CountDirectTile(unsigned int* done) {
   }
 }
 
-// All threads: the record and the gate word of `words` into the shared
-// *sub and *gate_word. Ends with a barrier.
+// All threads: the record, the gate word and the cache fill of `words` into
+// the shared *sub, *gate_word and *cache_fill. Ends with a barrier.
 __device__ __forceinline__ void ParseSlot(const SlotWords& words, Submission* sub,
-                                          unsigned long long* gate_word) {
+                                          unsigned long long* gate_word, unsigned int* cache_fill) {
   if (threadIdx.x < kSubmissionRecordWords) reinterpret_cast<int4*>(sub)[threadIdx.x] = words.w[0];
   if (threadIdx.x + (kSlotWordsPerThread - 1) * blockDim.x == kSubmissionSlotWords - 1) {
-    const int4 last = words.w[kSlotWordsPerThread - 1];  // gate_word, then reserved
+    const int4 last = words.w[kSlotWordsPerThread - 1];  // gate_word, then cache_fill
     *gate_word = static_cast<unsigned long long>(static_cast<unsigned int>(last.y)) << 32 |
                  static_cast<unsigned int>(last.x);
+    *cache_fill = static_cast<unsigned int>(last.z);
   }
   __syncthreads();
 }
@@ -278,17 +279,23 @@ struct DirectContext {
   unsigned long long claimed_ns;  // the admitting block's claim (its trace record)
 };
 
-// Ring slot `slot`'s area: the graph's payload words as the admitting block
-// copied them (the task, its tensor indices made relative to the graph's
-// first tensor, then the graph's tensors).
-__device__ __forceinline__ int4* DirectArea(const Queue& q, unsigned int slot) {
+// Area `index` (queue.h, DirectRegionBytes: ring slot `index`'s below the
+// ring's capacity, a payload cache entry's above): a graph's payload words
+// as an admitting block copied them (the task, its tensor indices made
+// relative to the graph's first tensor, then the graph's tensors).
+__device__ __forceinline__ int4* DirectAreaAt(const Queue& q, unsigned int index) {
   return reinterpret_cast<int4*>(q.direct_areas +
-                                 static_cast<unsigned long long>(slot) * kDirectAreaBytes);
+                                 static_cast<unsigned long long>(index) * kDirectAreaBytes);
+}
+// The area of the submission that last opened `direct` (DirectSlot::area),
+// for a block that acquired its opening.
+__device__ __forceinline__ int4* OpenedArea(const Queue& q, const DirectSlot* direct) {
+  return DirectAreaAt(q, Volatile(&direct->area));
 }
 
-// DirectSlot::claim: the submission's sequence (low 32 bits), whether its
-// area was kept (1 bit: DirectAreaKept), its tiles (15 bits; 0: closed,
-// nothing to claim) and the next tile (16 bits). A claim is valid exactly
+// DirectSlot::claim: the submission's sequence (low 32 bits), a bit left
+// zero, its tiles (15 bits; 0: closed, nothing to claim) and the next tile
+// (16 bits). A claim is valid exactly
 // when its `next` is below the word's own `tiles`, so a block never judges
 // a claim by an area that a later submission may be rewriting. Every add
 // past the last tile is a block's single failed claim (or a late
@@ -298,21 +305,18 @@ struct DirectClaim {
   unsigned int holder;  // sequence, low 32 bits
   unsigned int tiles;
   unsigned int next;
-  bool kept;  // the opening left the area as it was (DirectAreaKept)
   __device__ bool valid() const { return next < tiles; }
 };
 constexpr unsigned int kDirectMaxTiles = (1u << 15) - 1;
 __device__ __forceinline__ unsigned long long EncodeDirectClaim(unsigned long long sequence,
                                                                 unsigned int tiles,
-                                                                unsigned int next,
-                                                                bool kept = false) {
-  return (sequence & 0xffffffffull) << 32 | (kept ? 1ull << 31 : 0ull) |
-         static_cast<unsigned long long>(tiles & 0x7fffu) << 16 | (next & 0xffffu);
+                                                                unsigned int next) {
+  return (sequence & 0xffffffffull) << 32 | static_cast<unsigned long long>(tiles & 0x7fffu) << 16 |
+         (next & 0xffffu);
 }
 __device__ __forceinline__ DirectClaim DecodeDirectClaim(unsigned long long word) {
   DirectClaim c;
   c.holder = static_cast<unsigned int>(word >> 32);
-  c.kept = ((word >> 31) & 1ull) != 0;
   c.tiles = static_cast<unsigned int>((word >> 16) & 0x7fffu);
   c.next = static_cast<unsigned int>(word & 0xffffu);
   return c;
@@ -361,58 +365,6 @@ __device__ __forceinline__ bool AnnounceDirectFromRecord(const Queue& q,
   return lone;
 }
 
-// A kept area (docs/runtime.md, "Direct tiles"): where the admitting block
-// finds a slot's area already holding the payload of the submission it
-// opens (a replayed program with the same addresses, one ring lap later),
-// it writes nothing and says so in the opening word (DirectClaim::kept),
-// and the helpers, which read the area and staged its task and
-// descriptors while the admission still read the ring slot over PCIe,
-// claim at once instead of reading the area after the opening. The
-// admitting block reads the area (L2) in flight with the slot's PCIe read
-// (LoadAreaAsSlot), so the comparison adds no round trip.
-//
-// Why a helper's early read is the payload: the area changes only in
-// OpenDirect, before a release (the fence and the opening's exchange), and
-// the slot's previous submissions completed, which the host saw, before
-// this one was published; a kept opening writes nothing, so the helper
-// reads what the admitting block compared, at L2 (ld.global.cg), where
-// every earlier write was performed before that fence returned. A helper
-// whose opening is not kept, or holds another submission, reads the area
-// again after the opening, as before.
-// Off by default: built in session 40 and not yet measured on a GPU. The
-// areas are per ring slot and the runtime's ring has 1024 slots, so a slot's
-// previous occupant is the submission 1024 earlier, which in a process
-// running several programs is rarely the same payload; a kept area pays off
-// only where that holds (one program replayed for more than a lap), and an
-// area keyed by the program instead of the slot would be the general form
-// (not built). GPUOS_JIT_DEFINES=GPUOS_DIRECT_AREA_KEPT=1 turns it on (an
-// A/B switch); with 0 every opening writes the area, the admitting block
-// reads it back and every helper reads it after the opening, as until
-// session 40.
-#ifndef GPUOS_DIRECT_AREA_KEPT
-#define GPUOS_DIRECT_AREA_KEPT 0
-#endif
-constexpr bool kDirectAreaKept = GPUOS_DIRECT_AREA_KEPT != 0;
-
-// All threads of an admitting block: area `area`'s payload words laid out
-// as the ring slot's words of a submission of `used` words (ReadSlotUsed):
-// slot word w, for w in [kSubmissionRecordWords, used), holds area word w -
-// kSubmissionRecordWords; the others zero. L2 loads, issued before the
-// slot's PCIe read so that they return under it.
-__device__ __forceinline__ void LoadAreaAsSlot(const int4* area, unsigned int used,
-                                               SlotWords& words) {
-#pragma unroll
-  for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-    const unsigned int w = threadIdx.x + j * blockDim.x;
-    words.w[j] = w >= kSubmissionRecordWords && w < used ? __ldcg(area + w - kSubmissionRecordWords)
-                                                         : make_int4(0, 0, 0, 0);
-  }
-}
-
-__device__ __forceinline__ bool SameWord(const int4& a, const int4& b) {
-  return a.x == b.x && a.y == b.y && a.z == b.z && a.w == b.w;
-}
-
 // All threads: the task's words of a slot's `words` (after the record) into
 // `task` (shared; the caller's barrier follows).
 __device__ __forceinline__ void CopySlotTask(const SlotWords& words, TaskDesc* task) {
@@ -450,24 +402,24 @@ __device__ __forceinline__ bool DirectTaskFits(unsigned long long sequence, cons
 }
 
 // All threads of the admitting block, with the slot's words in `words` (the
-// whole slot, or the used ones and the last: ReadSlotUsed) and
-// its record and gate word parsed (`sub`, shared, and `gate_word`;
+// whole slot, or the used ones and the last: ReadSlotUsed) and its record,
+// gate word and cache fill parsed (`sub`, shared, `gate_word`, `cache_fill`;
 // ParseSlot): whether the submission runs as direct tiles (see the file
-// comment); if so, its area is written and the word opened with tile 0
-// taken by this block, else the word is closed. Thread 0 leaves the task's
-// words in `task`, its tiles and the area's words in *tiles and
-// *area_words (shared). `area_now` (or null): the area's words as
-// LoadAreaAsSlot read them before the slot; where they are the payload
-// already, the area is not written and the opening says it was kept
-// (returned in *kept, shared).
+// comment); if so, its payload is written to its area (the ring slot's, or
+// the payload cache entry it fills, whose filled word then tells the host
+// that the entry holds it) and the word opened with tile 0 taken by this block, else the
+// word is closed. Thread 0 leaves the task's words in `task`, its tiles and
+// the area's words in *tiles and *area_words (shared).
 __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const SlotWords& words,
-                           const Submission& sub, unsigned long long gate_word, TaskDesc* task,
-                           unsigned int* tiles, unsigned int* area_words, const SlotWords* area_now,
-                           int* kept, const DirectContext& ctx) {
+                           const Submission& sub, unsigned long long gate_word,
+                           unsigned int cache_fill, TaskDesc* task, unsigned int* tiles,
+                           unsigned int* area_words, const DirectContext& ctx) {
   __shared__ int go;
   const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
-  int4* const area = DirectArea(q, slot);
+  const bool fills = cache_fill != 0;  // the host's, for entries it allocated
+  const unsigned int area_index = fills ? q.submission_capacity + cache_fill - 1u : slot;
+  int4* const area = DirectAreaAt(q, area_index);
   CopySlotTask(words, task);
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -481,37 +433,26 @@ __device__ bool OpenDirect(const Queue& q, unsigned long long sequence, const Sl
     if (threadIdx.x == 0) atomicExch(&direct->claim, EncodeDirectClaim(sequence, 0, 0));
     return false;
   }
-  // The payload (the task from `task`: its indices relative), compared
-  // with the area as it was read before the slot, then written unless the
-  // area holds it already.
-  bool same = area_now != nullptr;
+  // The payload: the task from `task` (its indices relative), the rest as
+  // the slot holds it.
 #pragma unroll
   for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
     const unsigned int w = threadIdx.x + j * blockDim.x;
     if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
     const unsigned int p = w - kSubmissionRecordWords;
-    const int4 word = p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j];
-    if (area_now != nullptr) same = same && SameWord(word, area_now->w[j]);
+    __stcg(area + p, p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j]);
   }
-  // (area_now is the block's, so a block without one takes no barrier here.)
-  const bool keep = area_now != nullptr && __syncthreads_and(same ? 1 : 0) != 0;
-  if (!keep) {
-#pragma unroll
-    for (unsigned int j = 0; j < kSlotWordsPerThread; ++j) {
-      const unsigned int w = threadIdx.x + j * blockDim.x;
-      if (w < kSubmissionRecordWords || w - kSubmissionRecordWords >= sub.inline_words) continue;
-      const unsigned int p = w - kSubmissionRecordWords;
-      __stcg(area + p, p < kTaskWords ? reinterpret_cast<const int4*>(task)[p] : words.w[j]);
-    }
-    __syncthreads();
-  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    *kept = keep ? 1 : 0;
+    StoreVolatile(&direct->area, area_index);
     // 0 here: the count of the slot's last direct submission ended at its
     // tiles and is not reset by its completing block (RunDirectTiles).
     StoreVolatile(&direct->done, 0u);
     __threadfence();  // the area and the count before the opening (release)
-    atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1, keep));  // tile 0 is ours
+    atomicExch(&direct->claim, EncodeDirectClaim(sequence, *tiles, 1));  // tile 0 is ours
+    // The host learns that the entry holds this payload (a posted PCIe
+    // store after the opening, off its path).
+    if (fills) StoreVolatile(CacheFilled(q, cache_fill - 1u), sequence);
     ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
   }
   return true;
@@ -711,7 +652,7 @@ __device__ bool RunDirectTiles(const Queue& q, unsigned long long sequence, cons
   call.status = q.slot_status + slot;
   call.table = table_staged
                    ? ctx.descs
-                   : reinterpret_cast<const TensorDesc*>(DirectArea(q, slot) + kTaskWords) +
+                   : reinterpret_cast<const TensorDesc*>(OpenedArea(q, direct) + kTaskWords) +
                          (num_tensors != 0 ? task.tensors[0] : 0);
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 20);
@@ -800,59 +741,102 @@ __device__ void RunDirect(const Queue& q, unsigned long long sequence, TaskDesc*
     tiles = handover.tiles;
     first = handover.tile;
     unsigned int staged = 0;
-    LoadDirectTask(q.direct + slot, DirectArea(q, slot), kInlinePayloadWords, false, false, task,
-                   ctx, &staged);
+    LoadDirectTask(q.direct + slot, OpenedArea(q, q.direct + slot), kInlinePayloadWords, false,
+                   false, task, ctx, &staged);
     table_staged = false;
     __syncthreads();
   }
 }
 
-// All threads of the admitting block, with the slot's words in `words` (the
-// whole slot, or the used ones and the last: ReadSlotUsed) and
-// its record and gate word parsed (`sub`, `gate_word`; ParseSlot): opens
-// submission `sequence`'s lone tiled task (OpenDirect; `area_now` or null:
-// the area as LoadAreaAsSlot read it, for a kept area) and runs its tiles
-// until none is left for this block. Returns false, having run nothing,
-// when the submission is not one for direct tiles (not a lone tiled inline
-// task, a closed or dropped gate, more than kDirectMaxTiles tiles, a tensor
-// index outside the graph): the claim word is closed and the caller admits
-// the submission as any other.
+// Cached payloads (docs/runtime.md, "Direct tiles"): a program replayed with
+// the same addresses publishes the same payload every call. The host keeps
+// a few payloads' copies (core/src/runtime, PayloadCache) and marks a
+// submission whose payload is new to the cache as the fill of an entry
+// (SubmissionSlot::cache_fill): its opening writes the payload into the
+// entry's area instead of the ring slot's and then stores its sequence in
+// the entry's filled word (mapped host memory, queue.h kCacheFilledWords).
+// Once that submission has completed and its filled word is there, the
+// host publishes a later one with the same payload with the entry and
+// whether its gate is open in its lone hint (LoneHintCacheBits), which
+// arrives with the tail in one 16-byte load, and the admitting block opens
+// it from the entry without reading the ring slot: a PCIe round trip and
+// the payload's copy and fence less. Its gate (the frontend's stream
+// ordering, opened by the host after publishing) is read from the hint
+// too: a poller that sees it closed claims the submission only once a
+// later read shows it open, or shows a hint that no longer names it cached
+// (a later submission's, or this one's dropped by the host, whose drop the
+// slot then holds), which sends the claim to the ring slot's read.
+// (A first version read the entry from a second hint with the host's
+// flags, a load issued before the tail's that can arrive older than the
+// tail: 27 of 49 uses in runtime_gpu_test's gated test opened from the
+// cache.)
+
+// A claim from the payload cache (CachedClaimOf said kOpen): from the lone
+// hint, the entry, the task's tiles and the area's words.
+struct CachedOpening {
+  unsigned int entry;
+  unsigned int tiles;
+  unsigned int area_words;
+};
+
+// Thread 0 of the admitting block of submission `sequence`, claimed from
+// the payload cache (`cached`): opens its tiles with tile 0 taken by this
+// block, the area being the cache entry's.
+__device__ __forceinline__ void OpenCached(const Queue& q, unsigned long long sequence,
+                                           const CachedOpening& cached, const DirectContext& ctx) {
+  DirectSlot* const direct = q.direct + SlotOf(q, sequence);
+  StoreVolatile(&direct->area, q.submission_capacity + cached.entry);
+  StoreVolatile(&direct->done, 0u);  // as OpenDirect's
+  __threadfence();                   // the area's index and the count before the opening (release)
+  atomicExch(&direct->claim, EncodeDirectClaim(sequence, cached.tiles, 1));  // tile 0 is ours
+  ctx.recorder->QueueEvent(q, kTraceAdmitOp, ctx.claimed_ns, sequence);
+}
+
+// All threads of the admitting block: opens submission `sequence`'s lone
+// tiled task and runs its tiles until none is left for this block. From the
+// payload cache where `cached` is given (OpenCached; `words`, `sub`,
+// `gate_word` and `cache_fill` are then not read); otherwise with the
+// slot's words in `words` (the whole slot, or the used ones and the last:
+// ReadSlotUsed) and its record, gate word and cache fill parsed (`sub`,
+// `gate_word`, `cache_fill`; ParseSlot) through OpenDirect. Returns false,
+// having run nothing, when the submission is not one for direct tiles (not
+// a lone tiled inline task, a closed or dropped gate, more than
+// kDirectMaxTiles tiles, a tensor index outside the graph): the claim word
+// is closed and the caller admits the submission as any other. (One
+// function for both: a second call site in the worker's loop made it spill
+// 144 bytes more, ptxas -v, sm_90.)
 __device__ bool OpenAndRunDirect(const Queue& q, unsigned long long sequence,
                                  const SlotWords& words, const Submission& sub,
-                                 unsigned long long gate_word, const SlotWords* area_now,
-                                 const DirectContext& ctx) {
+                                 unsigned long long gate_word, unsigned int cache_fill,
+                                 const CachedOpening* cached, const DirectContext& ctx) {
   __shared__ __align__(16) TaskDesc task;
   __shared__ unsigned int tiles;
   __shared__ unsigned int opened_words;
-  __shared__ int kept;
   GPUOS_PHASE_BEGIN(phase_clock);
-  if (!OpenDirect(q, sequence, words, sub, gate_word, &task, &tiles, &opened_words, area_now, &kept,
-                  ctx)) {
+  if (cached != nullptr) {
+    if (threadIdx.x == 0) {
+      OpenCached(q, sequence, *cached, ctx);
+      tiles = cached->tiles;
+      opened_words = cached->area_words;
+    }
+  } else if (!OpenDirect(q, sequence, words, sub, gate_word, cache_fill, &task, &tiles,
+                         &opened_words, ctx)) {
     return false;
   }
   GPUOS_PHASE_MARK(phase_clock, 16);
   __syncthreads();  // what thread 0 left
-  const unsigned int slot = SlotOf(q, sequence);
+  DirectSlot* const direct = q.direct + SlotOf(q, sequence);
   unsigned int staged = 0;
-  if (kDirectAreaKept) {
-    // The descriptors from the slot's words this block holds (what the
-    // area holds too, written or kept), with no round trip.
-    StageDirectPayload(words, kSubmissionRecordWords, opened_words, true, false, &task, ctx,
-                       &staged);
-  } else {
-    // The descriptors as the helpers get them (the area was written and
-    // fenced by this block).
-    LoadDirectTask(q.direct + slot, DirectArea(q, slot), opened_words, true, false, &task, ctx,
-                   &staged);
-  }
+  // The descriptors as the helpers get them (the area was written and
+  // fenced by this block, or filled by an earlier submission).
+  LoadDirectTask(direct, OpenedArea(q, direct), opened_words, true, false, &task, ctx, &staged);
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 17);
   RunDirect(q, sequence, &task, tiles, 0, staged != 0, ctx);
-  if (threadIdx.x == 0 && kept) {
+  if (cached != nullptr && threadIdx.x == 0) {
     // Counted after the block's tiles, off the call's path (diagnostics
-    // and tests: RuntimeStats::direct_areas_kept).
-    StoreVolatile(&q.control->direct_areas_kept,
-                  atomicAdd(&q.state->direct_areas_kept, 1ull) + 1ull);
+    // and tests: RuntimeStats::cached_openings).
+    StoreVolatile(&q.control->cached_openings, atomicAdd(&q.state->cached_openings, 1ull) + 1ull);
   }
   return true;
 }
@@ -880,12 +864,9 @@ __device__ __forceinline__ void TakeHelperClaim(const DirectClaim& got, unsigned
 // All threads of a helper the direct board named for submission
 // `sequence` (`area_words`: the payload words the board gave): waits for
 // the claim word to open and runs tiles until none is left for this block
-// (none when the word never opened or was closed). With kDirectAreaKept it
-// reads the area and stages its task and descriptors before the wait (the
-// admission is still reading the ring slot then) and claims as soon as an
-// opening of `sequence` says the area was kept; otherwise, or for an
-// opening not kept or of a later submission, it reads the area after the
-// opening. Not inlined: inlined
+// (none when the word never opened or was closed). It reads the area the
+// opening names (DirectSlot::area) after the opening: that of `sequence`,
+// or of a later submission of the slot. Not inlined: inlined
 // beside OpenAndRunDirect, the worker spilled 176 bytes of registers
 // against 76 with one RunDirect and 60 this way (ptxas -v, sm_90).
 __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long sequence,
@@ -895,34 +876,22 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   __shared__ unsigned int claimed;    // the tile held, kNoTask: none
   __shared__ unsigned long long run;  // whose tile it is
   __shared__ int reload;              // the tile is a later submission's
-  __shared__ int early;               // claimed with the area staged before the opening
+  __shared__ const int4* area;        // the area of the opening seen
   const unsigned int slot = SlotOf(q, sequence);
   DirectSlot* const direct = q.direct + slot;
-  const int4* const area = DirectArea(q, slot);
   GPUOS_PHASE_BEGIN(phase_clock);
   unsigned int staged = 0;
-  if (kDirectAreaKept) {
-    SlotWords payload;
-    LoadDirectArea(area, area_words, payload);
-    StageDirectPayload(payload, 0, area_words, true, true, &task, ctx, &staged);
-  }
   if (threadIdx.x == 0) {
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
     const DirectClaim seen = DecodeDirectClaim(word);
     claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
     run = HolderSequence(seen, sequence);
-    early = 0;
-    if (kDirectAreaKept && claimed == 0 && run == sequence && seen.kept) {
-      // The area staged above is this submission's (see kDirectAreaKept).
-      early = 1;
-      TakeHelperClaim(DecodeDirectClaim(atomicAdd(&direct->claim, 1ull)), &run, &claimed, &tiles,
-                      &reload);
-    }
+    area = OpenedArea(q, direct);  // after the opening's acquire
   }
   __syncthreads();
   GPUOS_PHASE_MARK(phase_clock, 18);
   if (claimed == kNoTask) return;
-  if (!early) {
+  {
     // The area of the submission the word showed (a later one's size is not
     // known), the claim in flight with the loads.
     const bool own_area = run == sequence;
@@ -931,6 +900,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
         LoadDirectTask(direct, area, area_words, own_area, true, &task, ctx, &staged);
     if (threadIdx.x == 0) {
       TakeHelperClaim(DecodeDirectClaim(word), &run, &claimed, &tiles, &reload);
+      if (reload) area = OpenedArea(q, direct);  // after TakeHelperClaim's fence
     }
     __syncthreads();
   }

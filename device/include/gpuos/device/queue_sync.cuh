@@ -83,7 +83,7 @@ struct Queue {
   TraceRecord* trace;  // null: tracing off
   unsigned long long* trace_counts;
   DirectSlot* direct;           // per ring slot (queue.h)
-  unsigned char* direct_areas;  // kDirectAreaBytes per ring slot
+  unsigned char* direct_areas;  // kDirectAreaBytes per ring slot, then per cache entry
   unsigned long long idle_park_ns;
   unsigned long long generation;
   unsigned int task_capacity;
@@ -203,6 +203,12 @@ __device__ __forceinline__ unsigned long long TakeReady(const Queue& q,
   return value;
 }
 
+// Payload cache entry `entry`'s filled word (queue.h, kCacheFilledWords):
+// mapped host memory right after QueueControl.
+__device__ __forceinline__ unsigned long long* CacheFilled(const Queue& q, unsigned int entry) {
+  return reinterpret_cast<unsigned long long*>(q.control + 1) + entry;
+}
+
 // One thread: announces direct submission `sequence` (its first root's
 // `tiles`, its slot's record and graph words) on QueueDeviceState::
 // direct_board, asking min(tiles, grid) - 1 blocks to help (which ones:
@@ -272,6 +278,9 @@ __device__ __forceinline__ unsigned long long PeekSubmission(const Queue& q,
 // inline), *direct is set and the claim is announced on the direct board
 // (GPUOS_DIRECT_TILES; queue_direct.cuh): its helpers wait for its claim
 // word to open and run its tiles from the slot's area.
+// Where the hint also names a payload cache entry (CachedClaimOf said
+// kOpen), the admitting block opens the tiles from the entry without
+// reading the ring slot (queue_direct.cuh, "Cached payloads").
 __device__ __forceinline__ unsigned long long FinishClaim(const Queue& q, unsigned long long head,
                                                           unsigned long long hint, bool* direct) {
   *direct = false;
@@ -287,6 +296,23 @@ __device__ __forceinline__ unsigned long long FinishClaim(const Queue& q, unsign
     *direct = true;
   }
   return head;
+}
+
+// What a poller does with submission `sequence`, which it could claim, given
+// the lone hint read with the tail (PeekSubmission).
+enum class CachedClaim {
+  kNone,  // not cached (or the hint names another submission): claim as before
+  kWait,  // cached, its gate still closed: claim once a later read shows it open
+  kOpen,  // cached and open: claim, and open from the cache entry
+};
+__device__ __forceinline__ CachedClaim CachedClaimOf(unsigned long long sequence,
+                                                     unsigned long long hint) {
+  // (The entry is the host's, which names only entries it allocated and
+  // whose fill the device confirmed: QueueParams::payload_cache_entries.)
+  if (!kDirectTiles || !LoneHintNames(hint, sequence) || !LoneHintCached(hint)) {
+    return CachedClaim::kNone;
+  }
+  return LoneHintOpen(hint) ? CachedClaim::kOpen : CachedClaim::kWait;
 }
 
 // One thread: whether `sub` may start (or, dropped, complete): it has no
