@@ -115,9 +115,8 @@ struct RuntimeConfig {
   // device memory, without the worker reading its ring slot over PCIe. 8
   // KiB of device memory each; at most 127. Off (0) by default: on an H200
   // it took 1.8 us off the admission of attention's stitched call but none
-  // off the call, whose last tile waits for the helpers, and its host
-  // bookkeeping added 1-2 us (bench/results/experiments/
-  // payload_cache_ab_session42.txt).
+  // off the call (its last tile ended no sooner), and its host bookkeeping
+  // added 1-2 us (bench/results/experiments/payload_cache_ab_session42.txt).
   unsigned int payload_cache_entries = 0;
   // Plugins (docs/runtime.md, "Plugins"). Open loads the `.so` libraries of
   // these directories, then those of GPUOS_PLUGIN_PATH, before any device
