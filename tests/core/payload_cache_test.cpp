@@ -89,6 +89,23 @@ TEST(PayloadCacheTest, NeverReplacesAnEntryInUse) {
   EXPECT_EQ(again.entry, b.entry);
 }
 
+// Two uses of one entry in flight that complete out of order (one done word
+// per ring slot): the newer one's completion leaves the entry busy while
+// the older one may still read it.
+TEST(PayloadCacheTest, KeepsAnEntryWhileAnyOfItsUsesRuns) {
+  PayloadCache cache(1);
+  FakeDevice device;
+  const auto fill = cache.Choose("a", 1, 10, device.Completed(), device.Filled());
+  device.Ran(1, fill);
+  ASSERT_EQ(cache.Choose("a", 2, 11, device.Completed(), device.Filled()).kind, Kind::kUse);
+  ASSERT_EQ(cache.Choose("a", 3, 12, device.Completed(), device.Filled()).kind, Kind::kUse);
+  device.completed.insert(3);  // the newer use first
+  EXPECT_EQ(cache.Choose("b", 4, 13, device.Completed(), device.Filled()).kind, Kind::kNone);
+  device.completed.insert(2);
+  device.completed.insert(4);
+  EXPECT_EQ(cache.Choose("b", 5, 14, device.Completed(), device.Filled()).kind, Kind::kFill);
+}
+
 TEST(PayloadCacheTest, ReplacesFreeEntriesFirstThenTheLeastRecentlyUsed) {
   PayloadCache cache(2);
   FakeDevice device;

@@ -39,13 +39,14 @@ PayloadCache::Decision PayloadCache::Choose(std::string_view key, std::uint64_t 
         // Its fill still runs (or did not fill it: a fill the device did not
         // open as direct tiles never confirms): publish as before; a fill
         // that never confirmed is replaced once the entry is idle.
-        if (completed(entry.fill) && completed(entry.last)) {
+        if (Idle(entry, completed)) {
           victim = &entry;
           break;
         }
         return decision;
       }
-      entry.last = sequence;
+      Idle(entry, completed);  // prunes what completed: in_flight stays within the ring
+      entry.in_flight.push_back(sequence);
       entry.touched = clock_;
       ++uses_;
       decision.kind = Kind::kUse;
@@ -54,7 +55,7 @@ PayloadCache::Decision PayloadCache::Choose(std::string_view key, std::uint64_t 
       decision.first_task_id = entry.first_task_id;
       return decision;
     }
-    const bool idle = !entry.valid || (completed(entry.fill) && completed(entry.last));
+    const bool idle = !entry.valid || Idle(entry, completed);
     // Free entries first, then the least recently used idle one.
     if (idle && (victim == nullptr ||
                  (victim->valid && (!entry.valid || entry.touched < victim->touched)))) {
@@ -66,13 +67,18 @@ PayloadCache::Decision PayloadCache::Choose(std::string_view key, std::uint64_t 
   victim->key.assign(key.data(), key.size());
   victim->hash = hash;
   victim->fill = sequence;
-  victim->last = sequence;
+  victim->in_flight.assign(1, sequence);
   victim->touched = clock_;
   victim->first_task_id = first_task_id;
   ++fills_;
   decision.kind = Kind::kFill;
   decision.entry = static_cast<unsigned int>(victim - entries_.data());
   return decision;
+}
+
+bool PayloadCache::Idle(Entry& entry, const CompletedFn& completed) {
+  std::erase_if(entry.in_flight, [&](std::uint64_t s) { return completed(s); });
+  return entry.in_flight.empty();
 }
 
 void PayloadCache::Clear() {

@@ -41,7 +41,10 @@ class PayloadCache {
     unsigned int entry = 0;
     std::uint64_t fill = 0;  // the filling submission's sequence (kUse)
     // kUse: the filling submission's task id, which the entry's task holds
-    // (the use's task takes it, so that errors and traces name it right).
+    // and the device reports (the use's task takes it: a failure is still
+    // found by its submission's sequence, but a watchdog message or trace
+    // that names a task by id finds the latest use holding it, which may be
+    // a later call than the one that hung).
     std::uint32_t first_task_id = 0;
   };
   // Whether submission `sequence` has completed (its done word).
@@ -53,7 +56,7 @@ class PayloadCache {
   // less what differs between two calls of one program (the task's id and
   // successor offset: the caller's key) is `key`: a use where an entry holds
   // `key`, its fill completed and the device confirmed it; else a fill of
-  // an entry that is free or idle (its last submission, fill or use,
+  // an entry that is free or idle (every submission that filled or used it
   // completed), free ones first, then the least recently used, an entry of
   // `key` whose fill never confirmed (the device did not open it as direct
   // tiles, or it was dropped) included; else none (every entry busy, or
@@ -72,11 +75,18 @@ class PayloadCache {
     bool valid = false;
     std::string key;
     std::uint64_t hash = 0;
-    std::uint64_t fill = 0;           // the submission that fills it
-    std::uint64_t last = 0;           // the last submission that fills or uses it
+    std::uint64_t fill = 0;  // the submission that fills it
+    // Its fill and uses not seen completed yet: uses of one entry may be in
+    // flight together and complete in any order, so the newest one's
+    // completion does not make the entry idle.
+    std::vector<std::uint64_t> in_flight;
     std::uint64_t touched = 0;        // Choose's clock at its last use (LRU)
     std::uint32_t first_task_id = 0;  // the fill's
   };
+  // Whether every submission that fills or uses `entry` completed (drops
+  // those that did from its in_flight).
+  static bool Idle(Entry& entry, const CompletedFn& completed);
+
   std::vector<Entry> entries_;
   std::uint64_t clock_ = 0;
   std::uint64_t uses_ = 0;

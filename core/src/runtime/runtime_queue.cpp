@@ -321,16 +321,21 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   // queue_direct.cuh). Written before the tail, in the same 16-byte word
   // that pollers read at once: a poller that sees this tail sees this hint.
   // A use of the payload cache names its entry in the hint, open where the
-  // submission has no gate; a slot gate opens it later (OpenGate). Atomic:
-  // OpenGate may exchange the word from another thread.
+  // submission has no gate; a slot gate opens it later (OpenGate). Any
+  // other submission clears the word, so that the hint names the newest
+  // submission or none: its 29 bits of a sequence then never match a claim
+  // 2^29 submissions later, and a closed cached use that waits for its gate
+  // stops holding up the claims once a later submission is published.
+  // Atomic: OpenGate may exchange the word from another thread.
+  unsigned long long lone_hint = 0;
   if (inline_graph && device::SubmissionCountsTiles(task_count, first_root_tiles)) {
     const unsigned long long cache_bits =
         cached_use ? device::LoneHintCacheBits(cached.entry, gate->address == 0) : 0ull;
-    std::atomic_ref<unsigned long long>(control_->lone_hint)
-        .store(device::EncodeLoneHint(sequence, first_root_tiles,
-                                      device::kSubmissionRecordWords + payload_words, cache_bits),
-               std::memory_order_relaxed);
+    lone_hint = device::EncodeLoneHint(sequence, first_root_tiles,
+                                       device::kSubmissionRecordWords + payload_words, cache_bits);
   }
+  std::atomic_ref<unsigned long long>(control_->lone_hint)
+      .store(lone_hint, std::memory_order_relaxed);
   StoreRelease(&control_->submit_tail, static_cast<unsigned long long>(sequence));
 
   InFlight entry;
@@ -402,17 +407,21 @@ Status RuntimeImpl::OpenGate(const Future& future, bool drop) {
   // A use of the payload cache waits for its lone hint, not the slot
   // (queue_direct.cuh, "Cached payloads"): opened, the hint says so;
   // dropped, it no longer names the entry, so that the worker reads the
-  // slot and finds the drop there (written above, before). Only while the
-  // hint still names this submission closed: a later submission's hint is
-  // left alone (the exchange fails where Submit replaced the word). A
-  // finished submission is left out: the hint names 29 bits of a sequence,
-  // which an unfinished one shares with no other.
+  // slot and finds the drop there (written above, before). Which of the two
+  // is the gate word's, now final for this submission: an OpenGate and a
+  // DropGated of one submission agree with whichever won the word. Only
+  // while the hint still names this submission closed: a later
+  // submission's hint is left alone (the exchange fails where Submit
+  // replaced the word). A finished submission is left out: the hint names
+  // 29 bits of a sequence, which an unfinished one shares with no other.
+  const unsigned long long final_word = word.load(std::memory_order_relaxed);
+  const bool dropped = final_word == (future.sequence_ | device::kGateDropped);
   std::atomic_ref<unsigned long long> hint(control_->lone_hint);
   unsigned long long named = hint.load(std::memory_order_relaxed);
   if (!Done(future.sequence_) && device::LoneHintNames(named, future.sequence_) &&
       device::LoneHintCached(named) && !device::LoneHintOpen(named)) {
     const unsigned long long next =
-        drop ? named & ~device::kLoneHintCacheMask : named | device::kLoneHintOpen;
+        dropped ? named & ~device::kLoneHintCacheMask : named | device::kLoneHintOpen;
     hint.compare_exchange_strong(named, next, std::memory_order_release, std::memory_order_relaxed);
   }
   return Status::Ok();
