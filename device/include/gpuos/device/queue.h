@@ -127,7 +127,8 @@ struct alignas(64) QueueControl {
   // Host -> device.
   unsigned long long submit_tail;  // submissions published; written last (release)
   // The newest submission when it is a lone tiled task travelling inline
-  // (EncodeLoneHint; written before submit_tail): when it names the
+  // (EncodeLoneHint), else 0 (written before submit_tail by every
+  // submission): when it names the
   // submission a poller claims, the poller tells idle blocks to run its
   // tiles directly (QueueDeviceState::direct_board). It shares a 16-byte
   // word with the tail, which a poller reads with one acquire load
