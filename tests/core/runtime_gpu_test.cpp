@@ -316,7 +316,6 @@ TEST_F(RuntimeGpuTest, GpuScopeCompletionsKeepEveryResult) {
 TEST_F(RuntimeGpuTest, LoneTiledTasksInFlightTogetherOverTwoSlots) {
   RuntimeConfig config;
   config.submission_capacity = 2;
-  config.payload_cache_entries = 8;  // off by default
   OPEN_OR_SKIP(runtime, Open(config));
   constexpr int kGraphs = 400;
   constexpr std::size_t kN = 65536;
@@ -360,9 +359,9 @@ TEST_F(RuntimeGpuTest, LoneTiledTasksInFlightTogetherOverTwoSlots) {
 // 400 in-place adds cycling over 4 outputs, two in flight at a time over 2
 // ring slots, so four payloads recur: each fills a cache entry once, then
 // runs from it without its ring slot being read, while slots are reused
-// under helpers on their way (openings of ring-slot areas and cache areas
-// alternate in one claim word). An add run from a wrong area, twice or
-// never leaves a wrong sum.
+// under helpers on their way (a slot's claim word opens cache areas, and its
+// own area where a payload's fill is not confirmed yet). An add run from a
+// wrong area, twice or never leaves a wrong sum.
 TEST_F(RuntimeGpuTest, RecurringLoneTiledTasksRunFromThePayloadCache) {
   RuntimeConfig config;
   config.submission_capacity = 2;
