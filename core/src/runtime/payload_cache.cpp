@@ -1,11 +1,12 @@
 #include "payload_cache.h"
 
+#include "gpuos/device/queue.h"
+
 namespace gpuos::runtime {
 
 bool CachedPayloadKey(const device::TaskDesc& task, const device::TensorDesc* tensors,
                       std::uint32_t tensor_count, std::uint32_t tiles, std::string* key) {
-  constexpr std::uint32_t kMaxDirectTiles = (1u << 15) - 1;  // queue_direct.cuh, kDirectMaxTiles
-  if (task.num_tiles != tiles || tiles > kMaxDirectTiles || task.num_tensors == 0 ||
+  if (task.num_tiles != tiles || tiles > device::kDirectMaxTiles || task.num_tensors == 0 ||
       task.num_tensors > device::kMaxTaskTensors) {
     return false;
   }

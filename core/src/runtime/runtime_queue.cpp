@@ -414,6 +414,8 @@ Status RuntimeImpl::OpenGate(const Future& future, bool drop) {
   // submission's hint is left alone (the exchange fails where Submit
   // replaced the word). A finished submission is left out: the hint names
   // 29 bits of a sequence, which an unfinished one shares with no other.
+  // (Nothing to do with the cache off: no hint names an entry.)
+  if (payload_cache_.entries() == 0) return Status::Ok();
   const unsigned long long final_word = word.load(std::memory_order_relaxed);
   const bool dropped = final_word == (future.sequence_ | device::kGateDropped);
   std::atomic_ref<unsigned long long> hint(control_->lone_hint);

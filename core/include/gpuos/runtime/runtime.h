@@ -114,9 +114,10 @@ struct RuntimeConfig {
   // program replayed with the same addresses) runs from a copy kept in
   // device memory, without the worker reading its ring slot over PCIe. 8
   // KiB of device memory each; at most 127. Off (0) by default: on an H200
-  // it took 1.8 us off the admission of attention's stitched call but none
-  // off the call (its last tile ended no sooner), and its host bookkeeping
-  // added 1-2 us (bench/results/experiments/payload_cache_ab_session42.txt).
+  // it took 1.1-1.8 us off the admission of attention's stitched call but none
+  // off the call (its last tile ended no sooner), and calls spent 0.8-5.1 us
+  // more on the host (bench/results/experiments/
+  // payload_cache_ab_session42.txt).
   unsigned int payload_cache_entries = 0;
   // Plugins (docs/runtime.md, "Plugins"). Open loads the `.so` libraries of
   // these directories, then those of GPUOS_PLUGIN_PATH, before any device

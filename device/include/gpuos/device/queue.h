@@ -282,6 +282,10 @@ GPUOS_HOST_DEVICE inline unsigned long long DirectRegionBytes(unsigned int capac
          (static_cast<unsigned long long>(capacity) + entries) * kDirectAreaBytes;
 }
 constexpr unsigned int kMaxPayloadCacheEntries = 127;
+// The most tiles a lone task runs as direct tiles with (the claim word's 15
+// bits: queue_direct.cuh, DirectClaim); the host's payload cache keys only
+// such tasks.
+constexpr unsigned int kDirectMaxTiles = (1u << 15) - 1;
 static_assert(kMaxPayloadCacheEntries <= kCacheFilledWords, "an entry without a filled word");
 
 // QueueControl::lone_hint: the submission's sequence (low 29 bits: the hint

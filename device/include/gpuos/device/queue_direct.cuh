@@ -307,7 +307,6 @@ struct DirectClaim {
   unsigned int next;
   __device__ bool valid() const { return next < tiles; }
 };
-constexpr unsigned int kDirectMaxTiles = (1u << 15) - 1;
 __device__ __forceinline__ unsigned long long EncodeDirectClaim(unsigned long long sequence,
                                                                 unsigned int tiles,
                                                                 unsigned int next) {
