@@ -89,6 +89,18 @@ constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
 #endif
 constexpr unsigned int kPollerFlagsEvery = GPUOS_POLLER_FLAGS_EVERY;
 static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_IDLE_NAP_MAX_NS=N): an idle
+// block naps at most N ns (0, the default: up to 2 us, as always). Session
+// 41 capped the direct board's first 64 helpers at 256 ns (removed then:
+// no change, bench/results/experiments/flagged_area_ab_session41.txt), but
+// there the opening came about 2.6 us after the claim, later than napping
+// helpers noticed the board; session 43 asks whether the helpers' naps are
+// what keeps the payload cache's earlier opening (about 1 us after the
+// claim) from starting the last tile sooner.
+#ifndef GPUOS_IDLE_NAP_MAX_NS
+#define GPUOS_IDLE_NAP_MAX_NS 0
+#endif
+constexpr unsigned int kIdleNapMaxNs = GPUOS_IDLE_NAP_MAX_NS;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1241,6 +1253,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {
           sleep = kBusyIdleSleepNs;
         }
+        if (kIdleNapMaxNs != 0 && sleep > kIdleNapMaxNs) sleep = kIdleNapMaxNs;
         __nanosleep(poller ? 64u : sleep);
       }
     }
