@@ -18,6 +18,10 @@
 
 #include "gpuos/device/abi.h"
 
+#ifndef __CUDACC_RTC__
+#include <cstddef>
+#endif
+
 namespace gpuos {
 namespace device {
 
@@ -255,10 +259,12 @@ struct alignas(128) QueueDeviceState {
   unsigned long long idle_bell;
   unsigned long long pad5[14 - kHelpBoardWords];
 };
-static_assert(__builtin_offsetof(QueueDeviceState, direct_board) % 16 == 0 &&
-                  __builtin_offsetof(QueueDeviceState, idle_bell) ==
-                      __builtin_offsetof(QueueDeviceState, direct_board) + 8,
+#ifndef __CUDACC_RTC__  // NVRTC has no offsetof; the host's and nvcc's builds check it
+static_assert(offsetof(QueueDeviceState, direct_board) % 16 == 0 &&
+                  offsetof(QueueDeviceState, idle_bell) ==
+                      offsetof(QueueDeviceState, direct_board) + 8,
               "the direct board and the idle bell: one 16-byte load");
+#endif
 
 // Per submission ring slot, device memory (QueueParams::direct), zeroed
 // before the first launch: the tiles of a lone tiled task run directly
