@@ -89,18 +89,6 @@ constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
 #endif
 constexpr unsigned int kPollerFlagsEvery = GPUOS_POLLER_FLAGS_EVERY;
 static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
-// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_IDLE_NAP_MAX_NS=N): an idle
-// block naps at most N ns (0, the default: up to 2 us, as always). Session
-// 41 capped the direct board's first 64 helpers at 256 ns (removed then:
-// no change, bench/results/experiments/flagged_area_ab_session41.txt), but
-// there the opening came about 2.6 us after the claim, later than napping
-// helpers noticed the board; session 43 asks whether the helpers' naps are
-// what keeps the payload cache's earlier opening (about 1 us after the
-// claim) from starting the last tile sooner.
-#ifndef GPUOS_IDLE_NAP_MAX_NS
-#define GPUOS_IDLE_NAP_MAX_NS 0
-#endif
-constexpr unsigned int kIdleNapMaxNs = GPUOS_IDLE_NAP_MAX_NS;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -180,19 +168,13 @@ __device__ unsigned int PostHelperTickets(const Queue& q, unsigned int task, uns
   // The task's own word first (usually free: one CAS); when it is taken, one
   // round trip reads the board and only words seen free are tried, so a
   // full board costs no CAS round per word.
-  if (atomicCAS(&q.state->help_board[task % kHelpBoardWords], 0ull, word) == 0ull) {
-    RingIdleBell(q);
-    return 0;
-  }
+  if (atomicCAS(&q.state->help_board[task % kHelpBoardWords], 0ull, word) == 0ull) return 0;
   unsigned long long seen[kHelpBoardWords];
 #pragma unroll
   for (unsigned int i = 0; i < kHelpBoardWords; ++i) seen[i] = Volatile(&q.state->help_board[i]);
   for (unsigned int i = 1; i < kHelpBoardWords; ++i) {
     const unsigned int w = (task + i) % kHelpBoardWords;
-    if (seen[w] == 0ull && atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) {
-      RingIdleBell(q);
-      return 0;
-    }
+    if (seen[w] == 0ull && atomicCAS(&q.state->help_board[w], 0ull, word) == 0ull) return 0;
   }
   const int left = atomicExch(&q.nodes[task].helper_tickets, 0);
   return left > 0 ? static_cast<unsigned int>(left) : 0u;
@@ -342,7 +324,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index,
     if (gate_closed) return kNone;
   }
   if (threadIdx.x == 0 && sub.root_count > 1) {
-    push_base = ReserveReady(q, sub.root_count - 1ull);
+    push_base = atomicAdd(&q.state->ready_tail, sub.root_count - 1ull);
   }
   if (sub.inline_words != 0) {
 #pragma unroll
@@ -377,7 +359,7 @@ __device__ unsigned long long Admit(const Queue& q, unsigned long long index,
     const unsigned int left = PostHelperTickets(q, sub.first_root, slot);
     // Those the board could not take go into the ready ring.
     if (left != 0) {
-      const unsigned long long base = ReserveReady(q, left);
+      const unsigned long long base = atomicAdd(&q.state->ready_tail, left);
       for (unsigned int h = 0; h < left; ++h) {
         WriteReady(q, base + h, EncodeReady(sub.first_root, slot, true));
       }
@@ -497,15 +479,13 @@ __device__ unsigned int AnnounceHelpers(const Queue& q, unsigned int task, unsig
 // board is read in flight with the help board (its line): when it names a
 // submission this block should help run directly (DirectHelpWanted,
 // `*direct_seen`), no ticket is taken and *direct gets the board's word.
-// With the idle bell the caller has read the direct board already
-// (LookAtIdleBell) and it is not read here.
 __device__ unsigned long long TakeHelperTicket(const Queue& q, unsigned long long* direct_seen,
                                                unsigned long long* direct) {
   unsigned long long words[kHelpBoardWords];
 #pragma unroll
   for (unsigned int i = 0; i < kHelpBoardWords; ++i) words[i] = Volatile(&q.state->help_board[i]);
   *direct = 0;
-  if (kDirectTiles && !kIdleBell) {
+  if (kDirectTiles) {
     // Not an acquire: what a helper reads of the submission is published by
     // the claim word's opening, which it acquires (HelpRunDirect).
     const unsigned long long board = Volatile(&q.state->direct_board);
@@ -624,7 +604,7 @@ __device__ void RunChain(const Queue& q, unsigned long long entry, BlockCache& c
               atomicAdd(q.remaining + slot, helpers);  // before they can be taken
               helpers = AnnounceHelpers(q, task, slot, helpers);
               // Those the board could not take go into the ready ring.
-              if (helpers != 0) helper_base = ReserveReady(q, helpers);
+              if (helpers != 0) helper_base = atomicAdd(&q.state->ready_tail, helpers);
             }
           }
           TileItems(desc, tiles, t, &tile.begin, &tile.end);
@@ -1056,7 +1036,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // saw or claimed (one already there at the launch is not new).
   unsigned long long direct_seen = 0;
   unsigned long long peeked_ns = 0;  // thread 0's: its last read of the tail (kPollerQuietNs)
-  unsigned long long bell_seen = 0;  // thread 0's: the idle bell at its last look (kIdleBell)
   unsigned int peeks = 0;            // thread 0's: its reads of the tail (kPollerFlagsEvery)
   if (threadIdx.x == 0) {
     park_watch =
@@ -1075,28 +1054,14 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       int next = kIdle;
       unsigned int count = 0;
       unsigned long long direct_board = 0;
-      unsigned long long value = kNone;
-      // With the idle bell: nothing new posted since this block last looked
-      // (the help board and the ready ring are then not read this round).
-      bool quiet = false;
-      if (kIdleBell) {
-        const BellLook look = LookAtIdleBell(q);
-        if (kDirectTiles && DirectHelpWanted(look.direct_board, q.pollers, &direct_seen)) {
-          direct_board = look.direct_board;
-        } else if (look.bell == bell_seen && !poller && idle_rounds != 0 &&
-                   (idle_rounds & 7u) != 7u) {
-          quiet = true;
-        }
-        bell_seen = look.bell;
-      }
-      if (direct_board == 0 && !quiet) value = TakeHelperTicket(q, &direct_seen, &direct_board);
+      unsigned long long value = TakeHelperTicket(q, &direct_seen, &direct_board);
       if (direct_board != 0) {
         next = kDirect;
         value = direct_seen;  // the board's sequence, widened
         direct_words = DecodeDirectBoard(direct_board).slot_words;
       } else if (value != kNone) {
         next = kHelp;
-      } else if (!quiet && (value = TryPopBatch(q, &count)) == kContended) {
+      } else if ((value = TryPopBatch(q, &count)) == kContended) {
         next = kAgain;
       } else if (value != kNone) {
         next = kRun;
@@ -1276,7 +1241,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {
           sleep = kBusyIdleSleepNs;
         }
-        if (kIdleNapMaxNs != 0 && sleep > kIdleNapMaxNs) sleep = kIdleNapMaxNs;
         __nanosleep(poller ? 64u : sleep);
       }
     }

@@ -407,14 +407,12 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // direct admissions that read the whole slot with direct tiles counted
   // after a fence and their tables left in device memory, as until session
   // 39 (GPUOS_SLOT_USED_WORDS=0, GPUOS_DIRECT_COUNT_ACQ_REL=0,
-  // GPUOS_DIRECT_TABLE_IN_SHARED=0: queue_direct.cuh), with the idle bell
-  // and capped naps of session 43 (GPUOS_IDLE_BELL, GPUOS_IDLE_NAP_MAX_NS:
-  // queue_sync.cuh, queue_worker.cu).
+  // GPUOS_DIRECT_TABLE_IN_SHARED=0: queue_direct.cuh).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8", "1"},
         Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
-                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_IDLE_BELL=1 GPUOS_IDLE_NAP_MAX_NS=256",
+                "GPUOS_DIRECT_TABLE_IN_SHARED=0",
                 nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);

@@ -18,10 +18,6 @@
 
 #include "gpuos/device/abi.h"
 
-#ifndef __CUDACC_RTC__
-#include <cstddef>
-#endif
-
 namespace gpuos {
 namespace device {
 
@@ -251,20 +247,8 @@ struct alignas(128) QueueDeviceState {
   // it names read its ring slot themselves and claim its tiles from the
   // slot's DirectSlot (docs/runtime.md, "Direct tiles").
   unsigned long long direct_board;
-  // With GPUOS_IDLE_BELL (queue_worker.cu): bumped after every post of
-  // work that idle blocks look for on the help board or the ready ring
-  // (RingIdleBell), so that an idle block reads the direct board and this
-  // word in one 16-byte load a round and the other words of the line, and
-  // the ready ring's, only when this one changed (or every 8th round).
-  unsigned long long idle_bell;
-  unsigned long long pad5[14 - kHelpBoardWords];
+  unsigned long long pad5[15 - kHelpBoardWords];
 };
-#ifndef __CUDACC_RTC__  // NVRTC has no offsetof; the host's and nvcc's builds check it
-static_assert(offsetof(QueueDeviceState, direct_board) % 16 == 0 &&
-                  offsetof(QueueDeviceState, idle_bell) ==
-                      offsetof(QueueDeviceState, direct_board) + 8,
-              "the direct board and the idle bell: one 16-byte load");
-#endif
 
 // Per submission ring slot, device memory (QueueParams::direct), zeroed
 // before the first launch: the tiles of a lone tiled task run directly

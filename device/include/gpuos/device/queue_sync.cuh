@@ -171,63 +171,10 @@ __device__ __forceinline__ void WriteReady(const Queue& q, unsigned long long po
   StoreVolatile(slot, value);
 }
 
-// The idle bell (A/B experiment, GPUOS_JIT_DEFINES=GPUOS_IDLE_BELL=1; 0,
-// the default: off). Every idle block polls the help board's line (nine
-// words: the board and the direct board) and the ready ring's head and
-// tail each round, about a dozen L2 requests, most of them to one line; a
-// hundred and thirty blocks doing so load that line's L2 slice, which every
-// claim's board post and every helper's look wait behind (the guess of
-// session 43: with the payload cache's early opening, attention seq 32's
-// helpers still started one by one over 1.3-1.5 us, the last about 5 us
-// after the claim, naps capped or not; bench/results/experiments/
-// idle_bell_ab_session43.txt). With the bell, each post of work on the help
-// board or the ready ring bumps QueueDeviceState::idle_bell (a release, so
-// that a block that sees the bump sees the post), and an idle block reads
-// the direct board and the bell in one 16-byte load a round, the rest only
-// when the bell moved, every 8th round, right after work, or when it polls.
-#ifndef GPUOS_IDLE_BELL
-#define GPUOS_IDLE_BELL 0
-#endif
-constexpr bool kIdleBell = GPUOS_IDLE_BELL != 0;
-
-// One thread, after posting work on the help board or the ready ring (its
-// tail's add returned, or its board word's CAS): the post before the bump.
-__device__ __forceinline__ void RingIdleBell(const Queue& q) {
-  if constexpr (kIdleBell) {
-    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(&q.state->idle_bell)
-                 : "memory");
-  }
-}
-
-// One thread: reserves `count` ready-ring positions (the first returned)
-// and rings the idle bell.
-__device__ __forceinline__ unsigned long long ReserveReady(const Queue& q,
-                                                           unsigned long long count) {
-  const unsigned long long first = atomicAdd(&q.state->ready_tail, count);
-  RingIdleBell(q);
-  return first;
-}
-
 // One thread: fences, then pushes one entry.
 __device__ __forceinline__ void PushReady(const Queue& q, unsigned long long value) {
   __threadfence();
-  WriteReady(q, ReserveReady(q, 1ull), value);
-}
-
-// Thread 0 of an idle block, with the idle bell: the direct board and the
-// bell, one 16-byte acquire load (the posts a bump covers are visible
-// after it).
-struct BellLook {
-  unsigned long long direct_board;
-  unsigned long long bell;
-};
-__device__ __forceinline__ BellLook LookAtIdleBell(const Queue& q) {
-  BellLook look;
-  asm volatile("ld.acquire.gpu.global.v2.u64 {%0, %1}, [%2];"
-               : "=l"(look.direct_board), "=l"(look.bell)
-               : "l"(&q.state->direct_board)
-               : "memory");
-  return look;
+  WriteReady(q, atomicAdd(&q.state->ready_tail, 1ull), value);
 }
 
 // One thread: claims up to kMaxBatch ring positions (about an even share of
