@@ -63,7 +63,8 @@ DeviceParts Split(const std::vector<TraceEvent>& events,
     if (it == by_sequence.end()) continue;
     Bounds& b = it->second;
     if (e.category == "queue") {
-      (e.name == "admit" ? b.admit : b.complete) = &e;
+      if (e.name == "admit") b.admit = &e;
+      if (e.name == "complete") b.complete = &e;  // not a helper's "help" record
     } else {
       b.first = std::min(b.first, e.start_ns);
       b.last = std::max(b.last, e.start_ns + e.duration_ns);

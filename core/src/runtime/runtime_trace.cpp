@@ -63,8 +63,11 @@ Expected<std::vector<TraceEvent>> RuntimeImpl::TraceEvents() const {
       // Records carry the low 32 bits of their grid's generation.
       e.grid = newest_grid -
                static_cast<std::uint32_t>(static_cast<std::uint32_t>(newest_grid) - r.generation);
-      if (r.op == device::kTraceAdmitOp || r.op == device::kTraceCompleteOp) {
-        e.name = r.op == device::kTraceAdmitOp ? "admit" : "complete";
+      if (r.op == device::kTraceAdmitOp || r.op == device::kTraceCompleteOp ||
+          r.op == device::kTraceHelpOp) {
+        e.name = r.op == device::kTraceAdmitOp      ? "admit"
+                 : r.op == device::kTraceCompleteOp ? "complete"
+                                                    : "help";
         e.category = "queue";
         events.push_back(std::move(e));
         continue;

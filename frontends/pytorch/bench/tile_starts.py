@@ -6,7 +6,11 @@ admit record's end (the opening of the claim word, docs/runtime.md "Direct
 tiles"), the admitting block's first tile, the blocks whose first tile
 started latest, and the median from the last tile's end to the complete
 record. Session 31 found this way that the poller that did not claim a
-submission started its tile 0.8-1.2 us after every other helper.
+submission started its tile 0.8-1.2 us after every other helper. Where the
+trace has helpers' "help" records (since session 43: a block began to help
+at the record's start and saw the opening at its end), it also prints the
+median k-th helper's start after the claim (the admit record's start, when
+the board was posted) and the median from the opening to a helper seeing it.
 
     python frontends/pytorch/bench/tile_starts.py TRACE.json [...] [--count 300]
 """
@@ -26,16 +30,19 @@ def tile_starts(events: list, count: int) -> dict:
     records, each with args.sequence; tid is the worker block)."""
     events = [e for e in events if e.get("ph") == "X"]
     newest = set(sorted({e["args"]["sequence"] for e in events})[-count:])
-    admit, complete, tiles = {}, {}, defaultdict(list)
+    admit, complete, tiles, helps = {}, {}, defaultdict(list), defaultdict(list)
     for e in events:
         sequence = e["args"]["sequence"]
         if sequence not in newest:
             continue
-        if e.get("cat") == "queue":
+        if e.get("cat") == "queue" and e["name"] == "help":
+            helps[sequence].append(e)
+        elif e.get("cat") == "queue":
             (admit if e["name"] == "admit" else complete)[sequence] = e
         elif e.get("cat") == "task":
             tiles[sequence].append(e)
     ranks, admitter, per_block, to_complete = defaultdict(list), [], defaultdict(list), []
+    help_ranks, sees_opening = defaultdict(list), []
     used = 0
     for sequence, records in tiles.items():
         if sequence not in admit:
@@ -55,13 +62,21 @@ def tile_starts(events: list, count: int) -> dict:
             (admitter if block == a["tid"] else per_block[block]).append(start - opening)
         if sequence in complete:
             to_complete.append(complete[sequence]["ts"] - max(t["ts"] + t["dur"] for t in records))
+        starts = sorted(h["ts"] - a["ts"] for h in helps.get(sequence, []))
+        n = len(starts)
+        for k in sorted({0, n // 2, n - 1}):
+            if 0 <= k < n:
+                help_ranks[k].append(starts[k])
+        sees_opening.extend(h["ts"] + h["dur"] - opening for h in helps.get(sequence, []))
     med = statistics.median
     late = sorted(((med(v), b) for b, v in per_block.items()), reverse=True)[:8]
     return {"submissions": used,
             "start_by_rank_us": {k: med(v) for k, v in sorted(ranks.items())},
             "admitter_first_us": med(admitter) if admitter else None,
             "latest_helpers": [{"block": b, "first_start_us": m} for m, b in late],
-            "last_end_to_complete_us": med(to_complete) if to_complete else None}
+            "last_end_to_complete_us": med(to_complete) if to_complete else None,
+            "help_start_by_rank_us": {k: med(v) for k, v in sorted(help_ranks.items())},
+            "help_sees_opening_us": med(sees_opening) if sees_opening else None}
 
 
 def main(argv=None) -> int:
@@ -81,6 +96,11 @@ def main(argv=None) -> int:
               ", ".join(f"{h['block']}: {h['first_start_us']:.2f}" for h in summary["latest_helpers"]))
         if summary["last_end_to_complete_us"] is not None:
             print(f"  last tile end -> complete record: {summary['last_end_to_complete_us']:.2f} us")
+        if summary["help_start_by_rank_us"]:
+            print("  helper began (rank: median us after the claim): " +
+                  ", ".join(f"{k}:{v:.2f}" for k, v in summary["help_start_by_rank_us"].items()))
+            print(f"  helper saw the opening: {summary['help_sees_opening_us']:.2f} us after it"
+                  " (median)")
     return 0
 
 

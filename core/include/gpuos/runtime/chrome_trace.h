@@ -33,9 +33,11 @@ struct TraceEvent {
   std::string name;             // "add f32", "cast f32->i64", "noop"
   std::string version;          // operator version, "" when unknown
   // "task" for a task's tile; "queue" for the queue's own records of a
-  // submission: "admit" (from its claim until its first task starts) and
+  // submission: "admit" (from its claim until its first task starts),
   // "complete" (from its last task's count until the completion word is
-  // stored); their task_id is device::kTraceNoTask.
+  // stored) and, for a submission run as direct tiles, a "help" record of
+  // each block that helped (from when it began to help until it saw the
+  // opening); their task_id is device::kTraceNoTask.
   std::string category = "task";
 };
 

@@ -464,9 +464,14 @@ constexpr unsigned int kTraceSlotBit = 0x80000000u;
 // its first task is about to start, the copy of its graph included) and its
 // completion (start: when its last task was counted; duration: until the
 // completion word was stored, after the system fence). Their task_id is
-// kTraceNoTask, their sequence the submission's.
+// kTraceNoTask, their sequence the submission's. A helper's record of a
+// submission run as direct tiles (docs/runtime.md, "Direct tiles"): start
+// when the block, having read the direct board's word, began to help (it
+// saw the board a barrier before); duration until it saw the opening (or
+// gave up waiting), recorded by each helper before it reads the area.
 constexpr unsigned int kTraceAdmitOp = 0xfffffff0u;
 constexpr unsigned int kTraceCompleteOp = 0xfffffff1u;
+constexpr unsigned int kTraceHelpOp = 0xfffffff2u;
 constexpr unsigned int kTraceNoTask = 0xffffffffu;
 GPUOS_HOST_DEVICE inline unsigned int TraceOperator(unsigned int logical_op, unsigned int opcode) {
   return logical_op != 0 ? logical_op : (opcode == 0 ? 0u : (opcode | kTraceSlotBit));

@@ -881,7 +881,9 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   GPUOS_PHASE_BEGIN(phase_clock);
   unsigned int staged = 0;
   if (threadIdx.x == 0) {
+    const unsigned long long helping_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
+    ctx.recorder->QueueEvent(q, kTraceHelpOp, helping_ns, sequence);
     const DirectClaim seen = DecodeDirectClaim(word);
     claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
     run = HolderSequence(seen, sequence);
