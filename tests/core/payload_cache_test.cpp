@@ -122,15 +122,6 @@ TEST(PayloadCacheTest, ReplacesFreeEntriesFirstThenTheLeastRecentlyUsed) {
   EXPECT_EQ(c.entry, b.entry);  // b was used least recently
 }
 
-TEST(PayloadCacheTest, ClearForgetsEveryEntry) {
-  PayloadCache cache(1);
-  FakeDevice device;
-  const auto fill = cache.Choose("a", 1, 10, device.Completed(), device.Filled());
-  device.Ran(1, fill);
-  cache.Clear();
-  EXPECT_EQ(cache.Choose("a", 2, 11, device.Completed(), device.Filled()).kind, Kind::kFill);
-}
-
 device::TaskDesc TiledTask(unsigned int tiles, unsigned int tensors) {
   device::TaskDesc task{};
   task.opcode = 3;

@@ -82,8 +82,4 @@ bool PayloadCache::Idle(Entry& entry, const CompletedFn& completed) {
   return entry.in_flight.empty();
 }
 
-void PayloadCache::Clear() {
-  for (Entry& entry : entries_) entry = Entry{};
-}
-
 }  // namespace gpuos::runtime

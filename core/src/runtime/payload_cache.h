@@ -63,8 +63,6 @@ class PayloadCache {
   // `key`'s fill still running). Marks the entry used by `sequence`.
   Decision Choose(std::string_view key, std::uint64_t sequence, std::uint32_t first_task_id,
                   const CompletedFn& completed, const FilledFn& filled);
-  // Forgets every entry (the device's areas were reset).
-  void Clear();
 
   unsigned int entries() const { return static_cast<unsigned int>(entries_.size()); }
   std::uint64_t uses() const { return uses_; }
