@@ -1016,6 +1016,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // making ShouldPark or the announcements non-inline spilled more).
   __shared__ ParkWatch park_watch;
   __shared__ OpCache op_cache;  // RunDirectTiles's (queue_direct.cuh)
+  // Thread 0's: when its current idle round began (kTraceIdleRounds, tracing).
+  __shared__ unsigned long long round_started_ns;
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
@@ -1049,8 +1051,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // poller (AnnounceParkAndBound).
   bool poller = blockIdx.x < params.pollers;
   if (threadIdx.x == 0 && poller) atomicAdd(&q.state->pollers_alive, 1u);
+  if (kTraceIdleRounds && threadIdx.x == 0) round_started_ns = 0;
   for (;;) {
     if (threadIdx.x == 0) {
+      if (kTraceIdleRounds && q.trace != nullptr) round_started_ns = GlobalTimerNs();
       int next = kIdle;
       unsigned int count = 0;
       unsigned long long direct_board = 0;
@@ -1170,7 +1174,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
-                    DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder, 0});
+                    DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder,
+                                  kTraceIdleRounds ? round_started_ns : 0});
       Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitCached) {
       bool first_claimed = false;

@@ -11,6 +11,8 @@ trace has helpers' "help" records (since session 43: a block began to help
 at the record's start and saw the opening at its end), it also prints the
 median k-th helper's start after the claim (the admit record's start, when
 the board was posted) and the median from the opening to a helper seeing it.
+(With a worker built with GPUOS_TRACE_IDLE_ROUNDS=1 a help record starts when
+the idle round that found the board began: docs/runtime.md, "Chrome trace".)
 
     python frontends/pytorch/bench/tile_starts.py TRACE.json [...] [--count 300]
 """

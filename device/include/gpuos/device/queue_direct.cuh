@@ -72,6 +72,18 @@ constexpr unsigned long long kDirectOpenWaitNs = 50000;
 #define GPUOS_DIRECT_POLL_NS 256
 #endif
 constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
+// A diagnostic (GPUOS_JIT_DEFINES=GPUOS_TRACE_IDLE_ROUNDS=1; 0, the default:
+// off): while tracing, an idle block (queue_worker.cu) notes when each of its rounds begins,
+// and a helper's "help" trace record starts when the round that found the
+// direct board began instead of when the block began to help. Session 43
+// found helpers beginning 2.2-3.3 us after the claim posts the board, naps
+// capped or not (bench/results/experiments/idle_bell_ab_session43.txt);
+// with this, a record starting before the claim means a round that saw the
+// board late, one starting well after it a block that was napping or busy.
+#ifndef GPUOS_TRACE_IDLE_ROUNDS
+#define GPUOS_TRACE_IDLE_ROUNDS 0
+#endif
+constexpr bool kTraceIdleRounds = GPUOS_TRACE_IDLE_ROUNDS != 0;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 // A lone task's one successor word (its root) is fewer words than a
@@ -276,7 +288,10 @@ struct DirectContext {
   unsigned char* scratch;  // the operators' shared scratch
   unsigned int* completed;
   BlockRecorder* recorder;
-  unsigned long long claimed_ns;  // the admitting block's claim (its trace record)
+  // The admitting block's claim (its trace record); for a helper, the start
+  // of the idle round that found the direct board where the worker was built
+  // with GPUOS_TRACE_IDLE_ROUNDS (queue_worker.cu), else 0.
+  unsigned long long claimed_ns;
 };
 
 // Area `index` (queue.h, DirectRegionBytes: ring slot `index`'s below the
@@ -881,7 +896,13 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   GPUOS_PHASE_BEGIN(phase_clock);
   unsigned int staged = 0;
   if (threadIdx.x == 0) {
-    const unsigned long long helping_ns = q.trace != nullptr ? GlobalTimerNs() : 0;
+    // The help record's start: when this block began to help, or (built
+    // with GPUOS_TRACE_IDLE_ROUNDS) when the idle round that found the board
+    // began, so that the record also covers that round.
+    const unsigned long long helping_ns =
+        q.trace == nullptr
+            ? 0
+            : (kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs());
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
     ctx.recorder->QueueEvent(q, kTraceHelpOp, helping_ns, sequence);
     const DirectClaim seen = DecodeDirectClaim(word);
