@@ -76,7 +76,7 @@ constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
 // off): while tracing, an idle block (queue_worker.cu) notes when each of its rounds begins,
 // and a helper's "help" trace record starts when the round that found the
 // direct board began instead of when the block began to help. Session 43
-// found helpers beginning 2.2-3.3 us after the claim posts the board, naps
+// found helpers beginning 2.2-3.6 us after the claim posts the board, naps
 // capped or not (bench/results/experiments/idle_bell_ab_session43.txt);
 // with this, a record starting before the claim means a round that saw the
 // board late, one starting well after it a block that was napping or busy.
