@@ -26,10 +26,15 @@ import sys
 from collections import defaultdict
 
 
+# A help record at least this long (us) is a helper that gave up waiting for
+# the opening (queue_direct.cuh, kDirectOpenWaitNs: 50 us).
+HELP_WAIT_GAVE_UP_US = 45.0
+
+
 def tile_starts(events: list, count: int) -> dict:
     """The summary of the newest `count` submissions of `events` (the trace's
-    "X" events: category "queue" admit/complete records and "task" tile
-    records, each with args.sequence; tid is the worker block)."""
+    "X" events: category "queue" admit, complete and help records and "task"
+    tile records, each with args.sequence; tid is the worker block)."""
     events = [e for e in events if e.get("ph") == "X"]
     newest = set(sorted({e["args"]["sequence"] for e in events})[-count:])
     admit, complete, tiles, helps = {}, {}, defaultdict(list), defaultdict(list)
@@ -64,12 +69,15 @@ def tile_starts(events: list, count: int) -> dict:
             (admitter if block == a["tid"] else per_block[block]).append(start - opening)
         if sequence in complete:
             to_complete.append(complete[sequence]["ts"] - max(t["ts"] + t["dur"] for t in records))
-        starts = sorted(h["ts"] - a["ts"] for h in helps.get(sequence, []))
-        n = len(starts)
-        for k in sorted({0, n // 2, n - 1}):
-            if 0 <= k < n:
-                help_ranks[k].append(starts[k])
-        sees_opening.extend(h["ts"] + h["dur"] - opening for h in helps.get(sequence, []))
+        # A helper that gave up waiting (its record lasts the wait's 50 us
+        # limit) is left out: it saw no opening.
+        seen = [h for h in helps.get(sequence, []) if h["dur"] < HELP_WAIT_GAVE_UP_US]
+        starts = sorted(h["ts"] - a["ts"] for h in seen)
+        if starts:
+            help_ranks["first"].append(starts[0])
+            help_ranks["median"].append(starts[len(starts) // 2])
+            help_ranks["last"].append(starts[-1])
+        sees_opening.extend(h["ts"] + h["dur"] - opening for h in seen)
     med = statistics.median
     late = sorted(((med(v), b) for b, v in per_block.items()), reverse=True)[:8]
     return {"submissions": used,
@@ -77,7 +85,8 @@ def tile_starts(events: list, count: int) -> dict:
             "admitter_first_us": med(admitter) if admitter else None,
             "latest_helpers": [{"block": b, "first_start_us": m} for m, b in late],
             "last_end_to_complete_us": med(to_complete) if to_complete else None,
-            "help_start_by_rank_us": {k: med(v) for k, v in sorted(help_ranks.items())},
+            "help_start_by_rank_us": {k: med(help_ranks[k]) for k in ("first", "median", "last")
+                                      if help_ranks[k]},
             "help_sees_opening_us": med(sees_opening) if sees_opening else None}
 
 
@@ -99,7 +108,7 @@ def main(argv=None) -> int:
         if summary["last_end_to_complete_us"] is not None:
             print(f"  last tile end -> complete record: {summary['last_end_to_complete_us']:.2f} us")
         if summary["help_start_by_rank_us"]:
-            print("  helper began (rank: median us after the claim): " +
+            print("  helper began (each call's first, median, last: median us after the claim): " +
                   ", ".join(f"{k}:{v:.2f}" for k, v in summary["help_start_by_rank_us"].items()))
             print(f"  helper saw the opening: {summary['help_sees_opening_us']:.2f} us after it"
                   " (median)")

@@ -14,7 +14,7 @@ from collections import defaultdict
 
 def newest_submissions(trace_path: str, count: int, category: str = "task") -> dict:
     """The records ("ph": "X" events) of category `category` ("task": tiles;
-    "queue": the admit and complete records) of the newest `count`
+    "queue": the admit and complete records, and helpers' help records) of the newest `count`
     submissions of the trace, by submission sequence (timed calls: one
     submission each)."""
     with open(trace_path) as f:

@@ -164,6 +164,7 @@ def test_tile_starts_ranks_tiles_from_the_opening():
         # help record taken for a completion would move that median).
         events.append(x("queue", "help", base + 1.0, 2.5, 7, s))
         events.append(x("queue", "help", base + 2.0, 2.0, 1, s))
+        events.append(x("queue", "help", base + 0.5, 50.0, 9, s))  # gave up: left out
     events.append({"ph": "M", "name": "thread_name"})  # metadata is ignored
     summary = tile_starts.tile_starts(events, 300)
     assert summary["submissions"] == 2
@@ -171,7 +172,7 @@ def test_tile_starts_ranks_tiles_from_the_opening():
     assert summary["admitter_first_us"] == 1.0
     assert summary["latest_helpers"][0] == {"block": 1, "first_start_us": 3.5}
     assert summary["last_end_to_complete_us"] == 0.5
-    assert summary["help_start_by_rank_us"] == {0: 1.0, 1: 2.0}
+    assert summary["help_start_by_rank_us"] == {"first": 1.0, "median": 2.0, "last": 2.0}
     assert summary["help_sees_opening_us"] == 0.75
     assert tile_starts.tile_starts(events, 1)["submissions"] == 1
     no_helps = [e for e in events if e.get("name") != "help"]

@@ -442,8 +442,9 @@ struct BlockRecorder {
     __stcg(at + 1, reinterpret_cast<const int4*>(&r)[1]);
     StoreVolatile(q.trace_counts + blockIdx.x, ++trace_count);
   }
-  // One of the queue's own records (kTraceAdmitOp, kTraceCompleteOp) of
-  // the submission with sequence `submission`, from `start` until now.
+  // One of the queue's own records (kTraceAdmitOp, kTraceCompleteOp,
+  // kTraceHelpOp) of the submission with sequence `submission`, from
+  // `start` until now.
   __device__ void QueueEvent(const Queue& q, unsigned int op, unsigned long long start,
                              unsigned long long submission) {
     if (q.trace == nullptr || blockIdx.x >= q.diagnostic_blocks) return;
