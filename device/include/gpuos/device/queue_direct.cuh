@@ -60,12 +60,13 @@ namespace device {
 namespace queue {
 
 // How long a helper waits for its submission's claim word to open (the
-// admitting block opens or closes it about 2.5-3.5 us after the claim, about
-// 1 us from the payload cache; this is a bound for the unexpected), and how long it naps between
-// two looks (GPUOS_DIRECT_POLL_NS, a JIT define, sets another nap for A/B runs: a hundred helpers
-// polling faster delayed the opening, AwaitDirectOpening; one round at 128 ns, session 37:
+// admitting block opens or closes it about 2.5-3.5 us after the claim,
+// about 1 us from the payload cache; this is a bound for the unexpected),
+// and how long it naps between two looks (GPUOS_DIRECT_POLL_NS, a JIT
+// define, sets another nap for A/B runs: a hundred helpers polling faster
+// delayed the opening, AwaitDirectOpening; one round at 128 ns, session 37:
 // attention seq 32's last tile started 0.4 us sooner, seq 128's no sooner;
-// bench/results/experiments/ direct_poll_ns_ab_session37.txt).
+// bench/results/experiments/direct_poll_ns_ab_session37.txt).
 constexpr unsigned long long kDirectOpenWaitNs = 50000;
 #ifndef GPUOS_DIRECT_POLL_NS
 #define GPUOS_DIRECT_POLL_NS 256
