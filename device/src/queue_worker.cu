@@ -102,6 +102,24 @@ static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 #define GPUOS_IDLE_ONE_TRIP 0
 #endif
 constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_RECENT_NAP_NS=N; 0, the default:
+// off): a block that finished work less than GPUOS_RECENT_NAP_WINDOW_US ago
+// (default 200) naps at most N ns (asked: __nanosleep sleeps about twice
+// what it is asked on an H200, bench/probes/idle_wake.cu) instead of up to
+// 2048. A direct submission's helpers are the same blocks call after call
+// (DirectHelpWanted: the first non-polling blocks), and a replayed program's
+// next call usually comes within tens of us, so they would see its board
+// sooner: in the probe, 15 helpers saw a post 1.9-2.2 us after it with the
+// default naps, about in step, and 0.3 (first) to 0.9 us (last) with naps
+// asked at most 128 ns.
+#ifndef GPUOS_RECENT_NAP_NS
+#define GPUOS_RECENT_NAP_NS 0
+#endif
+#ifndef GPUOS_RECENT_NAP_WINDOW_US
+#define GPUOS_RECENT_NAP_WINDOW_US 200
+#endif
+constexpr unsigned int kRecentNapNs = GPUOS_RECENT_NAP_NS;
+constexpr unsigned long long kRecentNapWindowNs = GPUOS_RECENT_NAP_WINDOW_US * 1000ull;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1255,7 +1273,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       idle_rounds = 0;
     } else if (current == kIdle) {
       ++idle_rounds;
-      // Idle blocks back off (up to 2 us) so that their polling does not
+      // Idle blocks back off (asked up to 2 us, which sleeps about 4: an
+      // H200's __nanosleep takes twice what it is asked, bench/probes/
+      // idle_wake.cu) so that their polling does not
       // slow the busy blocks' atomics on the same lines; while a submission
       // is in flight, by at most kBusyIdleSleepNs, since its tiles and
       // successors may be pushed at any moment (a 2 us nap could hold a
@@ -1268,6 +1288,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (sleep > kBusyIdleSleepNs &&
             (kIdleOneTrip ? seen_in_flight : Volatile(&q.state->in_flight)) != 0) {
           sleep = kBusyIdleSleepNs;
+        }
+        if (kRecentNapNs != 0 && sleep > kRecentNapNs &&
+            GlobalTimerNs() - idle_since < kRecentNapWindowNs) {
+          sleep = kRecentNapNs;
         }
         __nanosleep(poller ? 64u : sleep);
       }

@@ -875,16 +875,12 @@ __device__ __forceinline__ void TakeHelperClaim(const DirectClaim& got, unsigned
   }
 }
 
-// All threads of a helper the direct board named for submission
-// `sequence` (`area_words`: the payload words the board gave): waits for
-// the claim word to open and runs tiles until none is left for this block
-// (none when the word never opened or was closed). It reads the area the
-// opening names (DirectSlot::area) after the opening: that of `sequence`,
-// or of a later submission of the slot. Not inlined: inlined
-// beside OpenAndRunDirect, the worker spilled 176 bytes of registers
-// against 76 with one RunDirect and 60 this way (ptxas -v, sm_90).
-__device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long sequence,
-                                           unsigned int area_words, const DirectContext& ctx) {
+// HelpRunDirect's work: `help_span` (thread 0's, shared) gets when this
+// block began to help and when it saw the opening, for the help record the
+// caller writes after the tiles (tracing only).
+__device__ __forceinline__ void HelpAndRunDirect(const Queue& q, unsigned long long sequence,
+                                                 unsigned int area_words, const DirectContext& ctx,
+                                                 unsigned long long* help_span) {
   __shared__ __align__(16) TaskDesc task;
   __shared__ unsigned int tiles;
   __shared__ unsigned int claimed;    // the tile held, kNoTask: none
@@ -899,12 +895,11 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     // The help record's start: when this block began to help, or (built
     // with GPUOS_TRACE_IDLE_ROUNDS) when the idle round that found the board
     // began, so that the record also covers that round.
-    const unsigned long long helping_ns =
-        q.trace == nullptr
-            ? 0
-            : (kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs());
+    if (q.trace != nullptr) {
+      help_span[0] = kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs();
+    }
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
-    ctx.recorder->QueueEvent(q, kTraceHelpOp, helping_ns, sequence);
+    if (q.trace != nullptr) help_span[1] = GlobalTimerNs();
     const DirectClaim seen = DecodeDirectClaim(word);
     claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
     run = HolderSequence(seen, sequence);
@@ -933,6 +928,28 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
     __syncthreads();
   }
   RunDirect(q, run, &task, tiles, claimed, staged != 0, ctx);
+}
+
+// All threads of a helper the direct board named for submission
+// `sequence` (`area_words`: the payload words the board gave): waits for
+// the claim word to open and runs tiles until none is left for this block
+// (none when the word never opened or was closed). It reads the area the
+// opening names (DirectSlot::area) after the opening: that of `sequence`,
+// or of a later submission of the slot. Not inlined: inlined
+// beside OpenAndRunDirect, the worker spilled 176 bytes of registers
+// against 76 with one RunDirect and 60 this way (ptxas -v, sm_90).
+//
+// When tracing, thread 0 writes the block's help record (kTraceHelpOp:
+// from when it began to help until it saw the opening) after its tiles, off
+// the path the record times (session 43 wrote it before the block's first
+// barrier, where it could delay the helper's first tile).
+__device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long sequence,
+                                           unsigned int area_words, const DirectContext& ctx) {
+  __shared__ unsigned long long help_span[2];  // thread 0's: began to help, saw the opening
+  HelpAndRunDirect(q, sequence, area_words, ctx, help_span);
+  if (threadIdx.x == 0 && q.trace != nullptr) {
+    ctx.recorder->QueueEvent(q, kTraceHelpOp, help_span[0], sequence, help_span[1]);
+  }
 }
 
 }  // namespace queue

@@ -430,11 +430,12 @@ struct BlockRecorder {
     Write(q, TraceOperator(task.logical_op, task.opcode), start_ns, task.task_id, sequence, tile,
           task.num_tiles == 0 ? 1u : task.num_tiles);
   }
-  // Appends a record lasting from `start` until now to the block's ring.
+  // Appends a record lasting from `start` until `end` (0: now) to the
+  // block's ring.
   __device__ void Write(const Queue& q, unsigned int op, unsigned long long start,
                         unsigned int task_id, unsigned int record_sequence, unsigned int tile_index,
-                        unsigned int num_tiles) {
-    const unsigned long long elapsed = GlobalTimerNs() - start;
+                        unsigned int num_tiles, unsigned long long end = 0) {
+    const unsigned long long elapsed = (end != 0 ? end : GlobalTimerNs()) - start;
     TraceRecord r;
     r.start_ns = start;
     r.duration_ns = elapsed > 0xffffffffull ? 0xffffffffu : static_cast<unsigned int>(elapsed);
@@ -453,11 +454,11 @@ struct BlockRecorder {
   }
   // One of the queue's own records (kTraceAdmitOp, kTraceCompleteOp,
   // kTraceHelpOp) of the submission with sequence `submission`, from
-  // `start` until now.
+  // `start` until `end` (0: now).
   __device__ void QueueEvent(const Queue& q, unsigned int op, unsigned long long start,
-                             unsigned long long submission) {
+                             unsigned long long submission, unsigned long long end = 0) {
     if (q.trace == nullptr || blockIdx.x >= q.diagnostic_blocks) return;
-    Write(q, op, start, kTraceNoTask, static_cast<unsigned int>(submission), 0, 1);
+    Write(q, op, start, kTraceNoTask, static_cast<unsigned int>(submission), 0, 1, end);
   }
   // When the block has nothing left to run.
   __device__ void Idle(const Queue& q) {
