@@ -1047,7 +1047,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // making ShouldPark or the announcements non-inline spilled more).
   __shared__ ParkWatch park_watch;
   __shared__ OpCache op_cache;  // RunDirectTiles's (queue_direct.cuh)
-  // Thread 0's: when its current idle round began (kTraceIdleRounds, tracing).
+  // Thread 0's: when its current idle round began (kTraceIdleRounds, tracing;
+  // with GPUOS_TRACE_IDLE_ROUNDS=2, when that round's load saw the board).
   __shared__ unsigned long long round_started_ns;
   const Queue q = Unpack(params);
   if (threadIdx.x == 0) {
@@ -1098,6 +1099,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         seen_in_flight = Volatile(&q.state->in_flight);
       }
       unsigned long long value = TakeHelperTicket(q, &direct_seen, &direct_board);
+      if (kTraceBoardSighting && direct_board != 0 && q.trace != nullptr) {
+        round_started_ns = GlobalTimerNs();  // the board's sighting instead
+      }
       if (direct_board != 0) {
         next = kDirect;
         value = direct_seen;  // the board's sequence, widened

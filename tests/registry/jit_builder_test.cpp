@@ -414,7 +414,7 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8 "
-                "GPUOS_RECENT_NAP_NS=64 GPUOS_RECENT_NAP_WINDOW_US=100",
+                "GPUOS_RECENT_NAP_NS=64 GPUOS_RECENT_NAP_WINDOW_US=100 GPUOS_TRACE_IDLE_ROUNDS=2",
                 "1"},
         Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
                 "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1",

@@ -471,8 +471,9 @@ constexpr unsigned int kTraceSlotBit = 0x80000000u;
 // idle round that saw it began); duration until it saw the opening, or a
 // later submission of the slot open it (the record still names the one the
 // board did), or gave up waiting (kDirectOpenWaitNs, 50 us: such a record
-// lasts about that long). Written by thread 0 before the block's barrier,
-// so a traced helper's first tile starts that much later.
+// lasts about that long). Written by thread 0 after the block's tiles
+// (since session 44; before its first barrier until then), off the path it
+// times.
 constexpr unsigned int kTraceAdmitOp = 0xfffffff0u;
 constexpr unsigned int kTraceCompleteOp = 0xfffffff1u;
 constexpr unsigned int kTraceHelpOp = 0xfffffff2u;

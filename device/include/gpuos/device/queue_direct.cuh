@@ -80,10 +80,16 @@ constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
 // capped or not (bench/results/experiments/idle_bell_ab_session43.txt);
 // with this, a record starting before the claim means a round that saw the
 // board late, one starting well after it a block that was napping or busy.
+// Session 44 found such rounds beginning 0.35-1.25 us after the claim, and
+// the helpers entering HelpRunDirect 1.7-1.9 us after that (bench/results/
+// experiments/helper_entry_ab_session44.txt); GPUOS_TRACE_IDLE_ROUNDS=2
+// starts the record when thread 0's load of the board returned with it
+// instead, to split that time between the round's loads and what follows.
 #ifndef GPUOS_TRACE_IDLE_ROUNDS
 #define GPUOS_TRACE_IDLE_ROUNDS 0
 #endif
 constexpr bool kTraceIdleRounds = GPUOS_TRACE_IDLE_ROUNDS != 0;
+constexpr bool kTraceBoardSighting = GPUOS_TRACE_IDLE_ROUNDS == 2;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 // A lone task's one successor word (its root) is fewer words than a
