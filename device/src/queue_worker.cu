@@ -1217,6 +1217,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kDirect) {
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
+      if (kTraceHelpDispatch && threadIdx.x == 0 && q.trace != nullptr) {
+        round_started_ns = GlobalTimerNs();  // past the barriers instead
+      }
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder,
                                   kTraceIdleRounds ? round_started_ns : 0});

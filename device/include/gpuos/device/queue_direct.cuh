@@ -84,12 +84,17 @@ constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
 // the helpers entering HelpRunDirect 1.7-1.9 us after that (bench/results/
 // experiments/helper_entry_ab_session44.txt); GPUOS_TRACE_IDLE_ROUNDS=2
 // starts the record when thread 0's load of the board returned with it
-// instead, to split that time between the round's loads and what follows.
+// instead, to split that time between the round's loads and what follows;
+// 3 when thread 0 passed the worker's two barriers after it, before the
+// call; 4 at HelpRunDirect's first instruction, before it reads the queue's
+// fields (the default stamp follows those reads).
 #ifndef GPUOS_TRACE_IDLE_ROUNDS
 #define GPUOS_TRACE_IDLE_ROUNDS 0
 #endif
-constexpr bool kTraceIdleRounds = GPUOS_TRACE_IDLE_ROUNDS != 0;
+constexpr bool kTraceIdleRounds = GPUOS_TRACE_IDLE_ROUNDS >= 1 && GPUOS_TRACE_IDLE_ROUNDS <= 3;
 constexpr bool kTraceBoardSighting = GPUOS_TRACE_IDLE_ROUNDS == 2;
+constexpr bool kTraceHelpDispatch = GPUOS_TRACE_IDLE_ROUNDS == 3;
+constexpr bool kTraceHelpEntry = GPUOS_TRACE_IDLE_ROUNDS == 4;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 // A lone task's one successor word (its root) is fewer words than a
@@ -901,7 +906,7 @@ __device__ __forceinline__ void HelpAndRunDirect(const Queue& q, unsigned long l
     // The help record's start: when this block began to help, or (built
     // with GPUOS_TRACE_IDLE_ROUNDS) when the idle round that found the board
     // began, so that the record also covers that round.
-    if (q.trace != nullptr) {
+    if (q.trace != nullptr && !kTraceHelpEntry) {
       help_span[0] = kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs();
     }
     const unsigned long long word = AwaitDirectOpening(direct, sequence);
@@ -952,6 +957,7 @@ __device__ __forceinline__ void HelpAndRunDirect(const Queue& q, unsigned long l
 __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long sequence,
                                            unsigned int area_words, const DirectContext& ctx) {
   __shared__ unsigned long long help_span[2];  // thread 0's: began to help, saw the opening
+  if (kTraceHelpEntry && threadIdx.x == 0) help_span[0] = GlobalTimerNs();
   HelpAndRunDirect(q, sequence, area_words, ctx, help_span);
   if (threadIdx.x == 0 && q.trace != nullptr) {
     ctx.recorder->QueueEvent(q, kTraceHelpOp, help_span[0], sequence, help_span[1]);
