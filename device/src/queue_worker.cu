@@ -132,7 +132,8 @@ enum Action : int {
   kAdmitCached,
   kHelp,
   kDirect,
-  kExit
+  kExit,
+  kIdleWarmingHelp,  // kIdle, through a helper's dispatch (GPUOS_WARM_HELP)
 };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
@@ -1182,6 +1183,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           if (poller) atomicSub(&q.state->pollers_alive, 1u);
         }
       }
+      if (kWarmHelp && next == kIdle && GlobalTimerNs() - idle_since < kRecentNapWindowNs) {
+        next = kIdleWarmingHelp;
+      }
       action = next;
       argument = value;
     }
@@ -1214,16 +1218,17 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kHelp) {
       Invalidate(cache);
       RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
-    } else if (current == kDirect) {
+    } else if (current == kDirect || (kWarmHelp && current == kIdleWarmingHelp)) {
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
       if (kTraceHelpDispatch && threadIdx.x == 0 && q.trace != nullptr) {
         round_started_ns = GlobalTimerNs();  // past the barriers instead
       }
-      HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
+      HelpRunDirect(q, kWarmHelp && current != kDirect ? 0ull : value,
+                    direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder,
                                   kTraceIdleRounds ? round_started_ns : 0});
-      Invalidate(cache);  // its descriptors were overwritten
+      if (!kWarmHelp || current == kDirect) Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitCached) {
       bool first_claimed = false;
       SlotWords words;
@@ -1270,7 +1275,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         }
       }
     }
-    if (current != kIdle && current != kAgain) {
+    if (current != kIdle && current != kAgain && !(kWarmHelp && current == kIdleWarmingHelp)) {
       if (threadIdx.x == 0) {
         completions.Flush(q, completions.fenced);
         completions.fenced = false;
@@ -1278,7 +1283,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       }
       idle_since = GlobalTimerNs();
       idle_rounds = 0;
-    } else if (current == kIdle) {
+    } else if (current == kIdle || (kWarmHelp && current == kIdleWarmingHelp)) {
       ++idle_rounds;
       // Idle blocks back off (asked up to 2 us, which sleeps about 4: an
       // H200's __nanosleep takes twice what it is asked, bench/probes/

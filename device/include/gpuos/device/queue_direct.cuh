@@ -95,6 +95,20 @@ constexpr bool kTraceIdleRounds = GPUOS_TRACE_IDLE_ROUNDS >= 1 && GPUOS_TRACE_ID
 constexpr bool kTraceBoardSighting = GPUOS_TRACE_IDLE_ROUNDS == 2;
 constexpr bool kTraceHelpDispatch = GPUOS_TRACE_IDLE_ROUNDS == 3;
 constexpr bool kTraceHelpEntry = GPUOS_TRACE_IDLE_ROUNDS == 4;
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_WARM_HELP=1; 0, the default: off):
+// a block idle for less than GPUOS_RECENT_NAP_WINDOW_US (queue_worker.cu)
+// goes through a helper's dispatch and HelpRunDirect's entry every idle
+// round, with sequence 0 (HelpRunDirect returns after its first barrier), so
+// that the code a helper runs between its sighting of the direct board and
+// its wait for the opening stays in the SM's instruction caches. Session 44
+// measured that stretch at 1.1-1.4 us (the worker's two barriers 0.3-0.5,
+// the call 0.55-0.8, the entry's reads of the queue 0.2-0.3: bench/results/
+// experiments/helper_entry_ab_session44.txt), far more than its few
+// instructions and reads should take when warm.
+#ifndef GPUOS_WARM_HELP
+#define GPUOS_WARM_HELP 0
+#endif
+constexpr bool kWarmHelp = GPUOS_WARM_HELP != 0;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 // A lone task's one successor word (its root) is fewer words than a
@@ -909,7 +923,8 @@ __device__ __forceinline__ void HelpAndRunDirect(const Queue& q, unsigned long l
     if (q.trace != nullptr && !kTraceHelpEntry) {
       help_span[0] = kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs();
     }
-    const unsigned long long word = AwaitDirectOpening(direct, sequence);
+    const unsigned long long word =
+        kWarmHelp && sequence == 0 ? 0ull : AwaitDirectOpening(direct, sequence);
     if (q.trace != nullptr) help_span[1] = GlobalTimerNs();
     const DirectClaim seen = DecodeDirectClaim(word);
     claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
@@ -959,7 +974,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   __shared__ unsigned long long help_span[2];  // thread 0's: began to help, saw the opening
   if (kTraceHelpEntry && threadIdx.x == 0) help_span[0] = GlobalTimerNs();
   HelpAndRunDirect(q, sequence, area_words, ctx, help_span);
-  if (threadIdx.x == 0 && q.trace != nullptr) {
+  if (threadIdx.x == 0 && q.trace != nullptr && !(kWarmHelp && sequence == 0)) {
     ctx.recorder->QueueEvent(q, kTraceHelpOp, help_span[0], sequence, help_span[1]);
   }
 }
