@@ -102,24 +102,6 @@ static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 #define GPUOS_IDLE_ONE_TRIP 0
 #endif
 constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
-// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_RECENT_NAP_NS=N; 0, the default:
-// off): a block that finished work less than GPUOS_RECENT_NAP_WINDOW_US ago
-// (default 200) naps at most N ns (asked: __nanosleep sleeps about twice
-// what it is asked on an H200, bench/probes/idle_wake.cu) instead of up to
-// 2048. A direct submission's helpers are the same blocks call after call
-// (DirectHelpWanted: the first non-polling blocks), and a replayed program's
-// next call usually comes within tens of us, so they would see its board
-// sooner: in the probe, 15 helpers saw a post 1.9-2.2 us after it with the
-// default naps, about in step, and 0.3 (first) to 0.9 us (last) with naps
-// asked at most 128 ns.
-#ifndef GPUOS_RECENT_NAP_NS
-#define GPUOS_RECENT_NAP_NS 0
-#endif
-#ifndef GPUOS_RECENT_NAP_WINDOW_US
-#define GPUOS_RECENT_NAP_WINDOW_US 200
-#endif
-constexpr unsigned int kRecentNapNs = GPUOS_RECENT_NAP_NS;
-constexpr unsigned long long kRecentNapWindowNs = GPUOS_RECENT_NAP_WINDOW_US * 1000ull;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -132,8 +114,7 @@ enum Action : int {
   kAdmitCached,
   kHelp,
   kDirect,
-  kExit,
-  kIdleWarmingHelp,  // kIdle, through a helper's dispatch (GPUOS_WARM_HELP)
+  kExit
 };
 
 // Per-block caches in shared memory. Valid for the tasks of the submissions
@@ -1183,9 +1164,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
           if (poller) atomicSub(&q.state->pollers_alive, 1u);
         }
       }
-      if (kWarmHelp && next == kIdle && GlobalTimerNs() - idle_since < kRecentNapWindowNs) {
-        next = kIdleWarmingHelp;
-      }
       action = next;
       argument = value;
     }
@@ -1218,17 +1196,16 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     } else if (current == kHelp) {
       Invalidate(cache);
       RunChain(q, value, cache, scratch, &completed, &completions, &recorder);
-    } else if (current == kDirect || (kWarmHelp && current == kIdleWarmingHelp)) {
+    } else if (current == kDirect) {
       // A helper of a lone tiled task: its task and tensors from the area
       // its admitting block fills.
       if (kTraceHelpDispatch && threadIdx.x == 0 && q.trace != nullptr) {
         round_started_ns = GlobalTimerNs();  // past the barriers instead
       }
-      HelpRunDirect(q, kWarmHelp && current != kDirect ? 0ull : value,
-                    direct_words - gpuos::device::kSubmissionRecordWords,
+      HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder,
                                   kTraceIdleRounds ? round_started_ns : 0});
-      if (!kWarmHelp || current == kDirect) Invalidate(cache);  // its descriptors were overwritten
+      Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitCached) {
       bool first_claimed = false;
       SlotWords words;
@@ -1275,7 +1252,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         }
       }
     }
-    if (current != kIdle && current != kAgain && !(kWarmHelp && current == kIdleWarmingHelp)) {
+    if (current != kIdle && current != kAgain) {
       if (threadIdx.x == 0) {
         completions.Flush(q, completions.fenced);
         completions.fenced = false;
@@ -1283,7 +1260,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       }
       idle_since = GlobalTimerNs();
       idle_rounds = 0;
-    } else if (current == kIdle || (kWarmHelp && current == kIdleWarmingHelp)) {
+    } else if (current == kIdle) {
       ++idle_rounds;
       // Idle blocks back off (asked up to 2 us, which sleeps about 4: an
       // H200's __nanosleep takes twice what it is asked, bench/probes/
@@ -1300,10 +1277,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         if (sleep > kBusyIdleSleepNs &&
             (kIdleOneTrip ? seen_in_flight : Volatile(&q.state->in_flight)) != 0) {
           sleep = kBusyIdleSleepNs;
-        }
-        if (kRecentNapNs != 0 && sleep > kRecentNapNs &&
-            GlobalTimerNs() - idle_since < kRecentNapWindowNs) {
-          sleep = kRecentNapNs;
         }
         __nanosleep(poller ? 64u : sleep);
       }

@@ -409,18 +409,15 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // 39 (GPUOS_SLOT_USED_WORDS=0, GPUOS_DIRECT_COUNT_ACQ_REL=0,
   // GPUOS_DIRECT_TABLE_IN_SHARED=0: queue_direct.cuh), with session 43's
   // idle-round stamps in the helpers' trace records (GPUOS_TRACE_IDLE_ROUNDS)
-  // and one-trip idle rounds (GPUOS_IDLE_ONE_TRIP), and session 44's short
-  // naps after work (GPUOS_RECENT_NAP_NS, GPUOS_RECENT_NAP_WINDOW_US), help
-  // records stamped past the worker's barriers (GPUOS_TRACE_IDLE_ROUNDS=3)
-  // and warmed helper dispatches (GPUOS_WARM_HELP).
+  // and one-trip idle rounds (GPUOS_IDLE_ONE_TRIP), and session 44's help
+  // records stamped past the worker's barriers (GPUOS_TRACE_IDLE_ROUNDS=3).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8 "
-                "GPUOS_RECENT_NAP_NS=64 GPUOS_RECENT_NAP_WINDOW_US=100 GPUOS_TRACE_IDLE_ROUNDS=3",
+                "GPUOS_TRACE_IDLE_ROUNDS=3",
                 "1"},
         Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
-                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1 "
-                "GPUOS_WARM_HELP=1",
+                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1",
                 nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);

@@ -72,22 +72,22 @@ constexpr unsigned long long kDirectOpenWaitNs = 50000;
 #define GPUOS_DIRECT_POLL_NS 256
 #endif
 constexpr unsigned int kDirectPollNs = GPUOS_DIRECT_POLL_NS;
-// A diagnostic (GPUOS_JIT_DEFINES=GPUOS_TRACE_IDLE_ROUNDS=1; 0, the default:
-// off): while tracing, an idle block (queue_worker.cu) notes when each of its rounds begins,
-// and a helper's "help" trace record starts when the round that found the
-// direct board began instead of when the block began to help. Session 43
-// found helpers beginning 2.2-3.6 us after the claim posts the board, naps
-// capped or not (bench/results/experiments/idle_bell_ab_session43.txt);
-// with this, a record starting before the claim means a round that saw the
-// board late, one starting well after it a block that was napping or busy.
-// Session 44 found such rounds beginning 0.35-1.25 us after the claim, and
-// the helpers entering HelpRunDirect 1.7-1.9 us after that (bench/results/
-// experiments/helper_entry_ab_session44.txt); GPUOS_TRACE_IDLE_ROUNDS=2
-// starts the record when thread 0's load of the board returned with it
-// instead, to split that time between the round's loads and what follows;
-// 3 when thread 0 passed the worker's two barriers after it, before the
-// call; 4 at HelpRunDirect's first instruction, before it reads the queue's
-// fields (the default stamp follows those reads).
+// A diagnostic (GPUOS_JIT_DEFINES=GPUOS_TRACE_IDLE_ROUNDS=N; 0, the default:
+// off): while tracing, a helper's "help" trace record starts at another
+// point of its way to HelpRunDirect than its entry stamp (after the entry's
+// reads of the queue's fields):
+//   1  when the idle round that found the direct board began
+//   2  when thread 0's load of the board returned with it (the sighting)
+//   3  when thread 0 passed the worker's two barriers after the sighting
+//   4  at HelpRunDirect's first instruction, before the entry's reads
+// Session 43 found helpers beginning 2.2-3.6 us after the claim posts the
+// board (bench/results/experiments/idle_bell_ab_session43.txt). Session 44,
+// with these (medians; helper_entry_ab_session44.txt): the round that finds
+// the board begins 0.7-0.9 us after the claim, its load returns 0.4-0.55
+// later, and the entry stamp comes 1.1-1.4 us after that (the barriers
+// 0.3-0.55, the call 0.55-0.85, the reads 0.2-0.3). The worker's default
+// code is the same with any of them (nvcc -ptx); the builds for 1 and 3
+// spill 84 bytes against 32, for 2 112, for 4 32 (ptxas -v, sm_90).
 #ifndef GPUOS_TRACE_IDLE_ROUNDS
 #define GPUOS_TRACE_IDLE_ROUNDS 0
 #endif
@@ -95,20 +95,6 @@ constexpr bool kTraceIdleRounds = GPUOS_TRACE_IDLE_ROUNDS >= 1 && GPUOS_TRACE_ID
 constexpr bool kTraceBoardSighting = GPUOS_TRACE_IDLE_ROUNDS == 2;
 constexpr bool kTraceHelpDispatch = GPUOS_TRACE_IDLE_ROUNDS == 3;
 constexpr bool kTraceHelpEntry = GPUOS_TRACE_IDLE_ROUNDS == 4;
-// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_WARM_HELP=1; 0, the default: off):
-// a block idle for less than GPUOS_RECENT_NAP_WINDOW_US (queue_worker.cu)
-// goes through a helper's dispatch and HelpRunDirect's entry every idle
-// round, with sequence 0 (HelpRunDirect returns after its first barrier), so
-// that the code a helper runs between its sighting of the direct board and
-// its wait for the opening stays in the SM's instruction caches. Session 44
-// measured that stretch at 1.1-1.4 us (the worker's two barriers 0.3-0.5,
-// the call 0.55-0.8, the entry's reads of the queue 0.2-0.3: bench/results/
-// experiments/helper_entry_ab_session44.txt), far more than its few
-// instructions and reads should take when warm.
-#ifndef GPUOS_WARM_HELP
-#define GPUOS_WARM_HELP 0
-#endif
-constexpr bool kWarmHelp = GPUOS_WARM_HELP != 0;
 constexpr unsigned int kTaskWords = sizeof(TaskDesc) / 16;
 constexpr unsigned int kTensorWords = sizeof(TensorDesc) / 16;
 // A lone task's one successor word (its root) is fewer words than a
@@ -313,9 +299,10 @@ struct DirectContext {
   unsigned char* scratch;  // the operators' shared scratch
   unsigned int* completed;
   BlockRecorder* recorder;
-  // The admitting block's claim (its trace record); for a helper, the start
-  // of the idle round that found the direct board where the worker was built
-  // with GPUOS_TRACE_IDLE_ROUNDS (queue_worker.cu), else 0.
+  // The admitting block's claim (its trace record); for a helper, where the
+  // worker was built with GPUOS_TRACE_IDLE_ROUNDS=1, 2 or 3, the start of
+  // its help record (the idle round's start, the board's sighting, or past
+  // the worker's barriers), else 0.
   unsigned long long claimed_ns;
 };
 
@@ -923,8 +910,7 @@ __device__ __forceinline__ void HelpAndRunDirect(const Queue& q, unsigned long l
     if (q.trace != nullptr && !kTraceHelpEntry) {
       help_span[0] = kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs();
     }
-    const unsigned long long word =
-        kWarmHelp && sequence == 0 ? 0ull : AwaitDirectOpening(direct, sequence);
+    const unsigned long long word = AwaitDirectOpening(direct, sequence);
     if (q.trace != nullptr) help_span[1] = GlobalTimerNs();
     const DirectClaim seen = DecodeDirectClaim(word);
     claimed = word != 0 && seen.tiles != 0 ? 0u : kNoTask;  // 0: go on
@@ -974,7 +960,7 @@ __device__ __noinline__ void HelpRunDirect(const Queue& q, unsigned long long se
   __shared__ unsigned long long help_span[2];  // thread 0's: began to help, saw the opening
   if (kTraceHelpEntry && threadIdx.x == 0) help_span[0] = GlobalTimerNs();
   HelpAndRunDirect(q, sequence, area_words, ctx, help_span);
-  if (threadIdx.x == 0 && q.trace != nullptr && !(kWarmHelp && sequence == 0)) {
+  if (threadIdx.x == 0 && q.trace != nullptr) {
     ctx.recorder->QueueEvent(q, kTraceHelpOp, help_span[0], sequence, help_span[1]);
   }
 }
