@@ -102,6 +102,19 @@ static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 #define GPUOS_IDLE_ONE_TRIP 0
 #endif
 constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
+// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_QUEUE_IN_SHARED=1; 0, the
+// default: off): the worker's Queue (its pointers and sizes) lives in shared
+// memory instead of the thread's stack, so that the functions it calls
+// (HelpRunDirect, OpenAndRunDirect, RunChain: they take it by reference)
+// read its fields from shared memory, which a tile's loads cannot evict,
+// rather than from stack lines in L1 that they can. Session 44 measured
+// 1.1-1.4 us from a helper's sighting of the direct board to its entry
+// stamp in HelpRunDirect, whose first reads are the Queue's fields
+// (bench/results/experiments/helper_entry_ab_session44.txt); each stack
+// line missed in L1 costs an L2 round trip.
+#ifndef GPUOS_QUEUE_IN_SHARED
+#define GPUOS_QUEUE_IN_SHARED 0
+#endif
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1032,7 +1045,14 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // Thread 0's: when its current idle round began (kTraceIdleRounds, tracing;
   // with GPUOS_TRACE_IDLE_ROUNDS=2, when that round's load saw the board).
   __shared__ unsigned long long round_started_ns;
+#if GPUOS_QUEUE_IN_SHARED
+  __shared__ Queue shared_queue;
+  if (threadIdx.x == 0) shared_queue = Unpack(params);
+  __syncthreads();
+  const Queue& q = shared_queue;
+#else
   const Queue q = Unpack(params);
+#endif
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
     cache.current = 0;
