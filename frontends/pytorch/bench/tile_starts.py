@@ -9,10 +9,13 @@ record. Session 31 found this way that the poller that did not claim a
 submission started its tile 0.8-1.2 us after every other helper. Where the
 trace has helpers' "help" records (since session 43: a block began to help
 at the record's start and saw the opening at its end), it also prints the
-median k-th helper's start after the claim (the admit record's start, when
-the board was posted) and the median from the opening to a helper seeing it.
-(With a worker built with GPUOS_TRACE_IDLE_ROUNDS=1 a help record starts when
-the idle round that found the board began: docs/runtime.md, "Chrome trace".)
+median over submissions of each one's first, median and last helper start
+after the claim (the admit record's start, when the board was posted) and the
+median from the opening to a helper seeing it. (With a worker built with
+GPUOS_TRACE_IDLE_ROUNDS=N a help record starts earlier on the helper's way:
+1 the idle round that found the board, 2 its sighting, 3 past the worker's
+barriers, 4 HelpRunDirect's first instruction: docs/runtime.md, "Chrome
+trace".)
 
     python frontends/pytorch/bench/tile_starts.py TRACE.json [...] [--count 300]
 """
@@ -49,7 +52,7 @@ def tile_starts(events: list, count: int) -> dict:
         elif e.get("cat") == "task":
             tiles[sequence].append(e)
     ranks, admitter, per_block, to_complete = defaultdict(list), [], defaultdict(list), []
-    help_ranks, sees_opening = defaultdict(list), []
+    help_starts, sees_opening = defaultdict(list), []
     used = 0
     for sequence, records in tiles.items():
         if sequence not in admit:
@@ -74,9 +77,9 @@ def tile_starts(events: list, count: int) -> dict:
         seen = [h for h in helps.get(sequence, []) if h["dur"] < HELP_WAIT_GAVE_UP_US]
         starts = sorted(h["ts"] - a["ts"] for h in seen)
         if starts:
-            help_ranks["first"].append(starts[0])
-            help_ranks["median"].append(starts[len(starts) // 2])
-            help_ranks["last"].append(starts[-1])
+            help_starts["first"].append(starts[0])
+            help_starts["median"].append(starts[len(starts) // 2])
+            help_starts["last"].append(starts[-1])
         sees_opening.extend(h["ts"] + h["dur"] - opening for h in seen)
     med = statistics.median
     late = sorted(((med(v), b) for b, v in per_block.items()), reverse=True)[:8]
@@ -85,8 +88,8 @@ def tile_starts(events: list, count: int) -> dict:
             "admitter_first_us": med(admitter) if admitter else None,
             "latest_helpers": [{"block": b, "first_start_us": m} for m, b in late],
             "last_end_to_complete_us": med(to_complete) if to_complete else None,
-            "help_start_by_rank_us": {k: med(help_ranks[k]) for k in ("first", "median", "last")
-                                      if help_ranks[k]},
+            "help_start_us": {k: med(help_starts[k]) for k in ("first", "median", "last")
+                              if help_starts[k]},
             "help_sees_opening_us": med(sees_opening) if sees_opening else None}
 
 
@@ -107,9 +110,9 @@ def main(argv=None) -> int:
               ", ".join(f"{h['block']}: {h['first_start_us']:.2f}" for h in summary["latest_helpers"]))
         if summary["last_end_to_complete_us"] is not None:
             print(f"  last tile end -> complete record: {summary['last_end_to_complete_us']:.2f} us")
-        if summary["help_start_by_rank_us"]:
+        if summary["help_start_us"]:
             print("  helper began (each call's first, median, last: median us after the claim): " +
-                  ", ".join(f"{k}:{v:.2f}" for k, v in summary["help_start_by_rank_us"].items()))
+                  ", ".join(f"{k}:{v:.2f}" for k, v in summary["help_start_us"].items()))
             print(f"  helper saw the opening: {summary['help_sees_opening_us']:.2f} us after it"
                   " (median)")
     return 0

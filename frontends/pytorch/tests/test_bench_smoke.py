@@ -172,11 +172,11 @@ def test_tile_starts_ranks_tiles_from_the_opening():
     assert summary["admitter_first_us"] == 1.0
     assert summary["latest_helpers"][0] == {"block": 1, "first_start_us": 3.5}
     assert summary["last_end_to_complete_us"] == 0.5
-    assert summary["help_start_by_rank_us"] == {"first": 1.0, "median": 2.0, "last": 2.0}
+    assert summary["help_start_us"] == {"first": 1.0, "median": 2.0, "last": 2.0}
     assert summary["help_sees_opening_us"] == 0.75
     assert tile_starts.tile_starts(events, 1)["submissions"] == 1
     no_helps = [e for e in events if e.get("name") != "help"]
-    assert tile_starts.tile_starts(no_helps, 300)["help_start_by_rank_us"] == {}
+    assert tile_starts.tile_starts(no_helps, 300)["help_start_us"] == {}
 
 
 @pytest.mark.parametrize("text, model", [
