@@ -111,7 +111,12 @@ constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
 // 1.1-1.4 us from a helper's sighting of the direct board to its entry
 // stamp in HelpRunDirect, whose first reads are the Queue's fields
 // (bench/results/experiments/helper_entry_ab_session44.txt); each stack
-// line missed in L1 costs an L2 round trip.
+// line missed in L1 costs an L2 round trip. =2 also puts thread 0's tile
+// count, Completions and BlockRecorder there (each tile's recorder stamp
+// and count read and write them: session 43's phase timing had the stamp at
+// 290 cycles, about an L2 round trip). Built in session 44 (the worker then
+// takes 138 registers and spills nothing against 216 and 32 bytes; ptxas -v,
+// sm_90); not yet run on a GPU.
 #ifndef GPUOS_QUEUE_IN_SHARED
 #define GPUOS_QUEUE_IN_SHARED 0
 #endif
@@ -1047,10 +1052,29 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ unsigned long long round_started_ns;
 #if GPUOS_QUEUE_IN_SHARED
   __shared__ Queue shared_queue;
-  if (threadIdx.x == 0) shared_queue = Unpack(params);
+#if GPUOS_QUEUE_IN_SHARED >= 2
+  // Thread 0's state that the functions it calls reach through pointers
+  // (a tile's count, the recorder's per-tile stamp, the completions).
+  __shared__ unsigned int shared_completed;
+  __shared__ __align__(16) unsigned char shared_completions[sizeof(Completions)];
+  __shared__ __align__(16) unsigned char shared_recorder[sizeof(BlockRecorder)];
+  unsigned int& completed = shared_completed;  // thread 0's count of tiles run, not yet flushed
+  Completions& completions = *reinterpret_cast<Completions*>(shared_completions);
+  BlockRecorder& recorder = *reinterpret_cast<BlockRecorder*>(shared_recorder);
+#endif
+  if (threadIdx.x == 0) {
+    shared_queue = Unpack(params);
+#if GPUOS_QUEUE_IN_SHARED >= 2
+    completed = 0;
+    completions = Completions{};
+    recorder = BlockRecorder{};
+    completions.recorder = &recorder;
+#endif
+  }
   __syncthreads();
   const Queue& q = shared_queue;
-#else
+#endif
+#if !GPUOS_QUEUE_IN_SHARED
   const Queue q = Unpack(params);
 #endif
   if (threadIdx.x == 0) {
@@ -1062,10 +1086,12 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   const long long started_clock = clock64();
   unsigned long long idle_since = started_ns;
   unsigned int idle_rounds = 0;
+#if GPUOS_QUEUE_IN_SHARED < 2
   unsigned int completed = 0;  // thread 0's count of tiles run, not yet flushed
   Completions completions;     // thread 0's
   BlockRecorder recorder;      // thread 0's
   completions.recorder = &recorder;
+#endif
   unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
   unsigned long long host_flags = 0;  // thread 0's: stop and keep_warm, as the last claim read them
   // Thread 0's: the last submission the direct board named that this block
