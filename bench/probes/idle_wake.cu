@@ -40,10 +40,13 @@
 //
 // Session 44, H200 (bench/results/experiments/idle_wake_session44.txt):
 // __nanosleep(N) sleeps 2N (64 asked, 128 slept; 2048 asked, 4096 slept); with
-// the default naps 15 helpers see a post 1.9-2.2 us after it, about in step
-// (they went idle together), and with naps asked at most 128 ns 0.3 us
-// (first) to 0.9 us (last); the pollers and the number of loads a round
-// change little.
+// the default naps 15 helpers see a post 1.9-2.3 us after it, about in step
+// (they went idle together), and with naps asked at most 128 ns 0.3-0.4 us
+// (first) to 0.7-0.9 us (last); two pollers change this by at most 0.03 us,
+// one load a round instead of three the last helper's by 0.1 (15 helpers)
+// to 0.26 us (63). PTX documents nanosleep's sleep as anywhere in [0, 2t];
+// this H200 sleeps 2t. A round's stop look is one more load, independent of
+// the row's chain (its address does not depend on them).
 //
 //   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/idle_wake.cu -o /tmp/idle_wake \
 //     && /tmp/idle_wake [--reps 2000] [--posts 400] [--period-us 20] [--helpers 15] \

@@ -115,10 +115,20 @@ constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
 // count, Completions and BlockRecorder there (each tile's recorder stamp
 // and count read and write them: session 43's phase timing had the stamp at
 // 290 cycles, about an L2 round trip). Built in session 44 (the worker then
-// takes 138 registers and spills nothing against 216 and 32 bytes; ptxas -v,
-// sm_90); not yet run on a GPU.
+// takes 138 registers at =1 and 178 at =2 and spills nothing, against 216
+// and 32 bytes; ptxas -v, sm_90); not yet run on a GPU.
 #ifndef GPUOS_QUEUE_IN_SHARED
 #define GPUOS_QUEUE_IN_SHARED 0
+#endif
+#if GPUOS_QUEUE_IN_SHARED >= 2
+}  // namespace
+// Placement new into shared byte storage (GPUOS_QUEUE_IN_SHARED=2), with a
+// tag of its own: NVRTC has no <new>.
+struct InSharedStorage {};
+__device__ inline void* operator new(decltype(sizeof(0)), void* where, InSharedStorage) noexcept {
+  return where;
+}
+namespace {
 #endif
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
@@ -1048,7 +1058,9 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   __shared__ ParkWatch park_watch;
   __shared__ OpCache op_cache;  // RunDirectTiles's (queue_direct.cuh)
   // Thread 0's: when its current idle round began (kTraceIdleRounds, tracing;
-  // with GPUOS_TRACE_IDLE_ROUNDS=2, when that round's load saw the board).
+  // with GPUOS_TRACE_IDLE_ROUNDS=2, when that round's load saw the board;
+  // with =3, when thread 0 passed the barriers after that), read by thread 0
+  // alone.
   __shared__ unsigned long long round_started_ns;
 #if GPUOS_QUEUE_IN_SHARED
   __shared__ Queue shared_queue;
@@ -1066,8 +1078,8 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
     shared_queue = Unpack(params);
 #if GPUOS_QUEUE_IN_SHARED >= 2
     completed = 0;
-    completions = Completions{};
-    recorder = BlockRecorder{};
+    new (shared_completions, InSharedStorage{}) Completions{};
+    new (shared_recorder, InSharedStorage{}) BlockRecorder{};
     completions.recorder = &recorder;
 #endif
   }
@@ -1250,7 +1262,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       }
       HelpRunDirect(q, value, direct_words - gpuos::device::kSubmissionRecordWords,
                     DirectContext{cache.descs[0], &op_cache, scratch, &completed, &recorder,
-                                  kTraceIdleRounds ? round_started_ns : 0});
+                                  kTraceIdleRounds && threadIdx.x == 0 ? round_started_ns : 0});
       Invalidate(cache);  // its descriptors were overwritten
     } else if (current == kAdmit || current == kAdmitDirect || current == kAdmitCached) {
       bool first_claimed = false;

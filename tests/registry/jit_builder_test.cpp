@@ -412,7 +412,7 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // and one-trip idle rounds (GPUOS_IDLE_ONE_TRIP), and session 44's help
   // records stamped past the worker's barriers (GPUOS_TRACE_IDLE_ROUNDS=3)
   // and the worker's Queue (=1) and thread 0's state (=2) in shared memory
-  // (GPUOS_QUEUE_IN_SHARED).
+  // (GPUOS_QUEUE_IN_SHARED), and the other help-record stamps (=2, =4).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8 "
@@ -421,7 +421,9 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
         Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
                 "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1 "
                 "GPUOS_QUEUE_IN_SHARED=2",
-                nullptr}}) {
+                nullptr},
+        Variant{"GPUOS_TRACE_IDLE_ROUNDS=2 GPUOS_QUEUE_IN_SHARED=2", "1"},
+        Variant{"GPUOS_TRACE_IDLE_ROUNDS=4", nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});

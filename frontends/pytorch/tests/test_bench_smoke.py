@@ -159,10 +159,12 @@ def test_tile_starts_ranks_tiles_from_the_opening():
         events.append(x("task", "stitched", base + 5.0, 2.0, 7, s))  # a helper: +2
         events.append(x("task", "stitched", base + 6.5, 2.0, 1, s))  # a late poller: +3.5
         events.append(x("queue", "complete", base + 9.0, 1.0, 1, s))  # 0.5 after the last end
-        # Helpers' records: began 1.0 and 2.0 after the claim, saw the
-        # opening 0.5 and 1.0 after it (after the complete record, so that a
-        # help record taken for a completion would move that median).
+        # Helpers' records: began 1.0, 1.5 and 2.0 after the claim (first,
+        # median and last apart), saw the opening 0.5, 0.75 and 1.0 after it
+        # (after the complete record, so that a help record taken for a
+        # completion would move that median).
         events.append(x("queue", "help", base + 1.0, 2.5, 7, s))
+        events.append(x("queue", "help", base + 1.5, 2.25, 5, s))
         events.append(x("queue", "help", base + 2.0, 2.0, 1, s))
         events.append(x("queue", "help", base + 0.5, 50.0, 9, s))  # gave up: left out
     events.append({"ph": "M", "name": "thread_name"})  # metadata is ignored
@@ -172,7 +174,7 @@ def test_tile_starts_ranks_tiles_from_the_opening():
     assert summary["admitter_first_us"] == 1.0
     assert summary["latest_helpers"][0] == {"block": 1, "first_start_us": 3.5}
     assert summary["last_end_to_complete_us"] == 0.5
-    assert summary["help_start_us"] == {"first": 1.0, "median": 2.0, "last": 2.0}
+    assert summary["help_start_us"] == {"first": 1.0, "median": 1.5, "last": 2.0}
     assert summary["help_sees_opening_us"] == 0.75
     assert tile_starts.tile_starts(events, 1)["submissions"] == 1
     no_helps = [e for e in events if e.get("name") != "help"]

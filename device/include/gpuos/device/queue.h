@@ -467,13 +467,14 @@ constexpr unsigned int kTraceSlotBit = 0x80000000u;
 // kTraceNoTask, their sequence the submission's. A helper's record of a
 // submission run as direct tiles (docs/runtime.md, "Direct tiles"): start
 // when the block, having read the direct board's word, began to help (it
-// saw the board two barriers before; with GPUOS_TRACE_IDLE_ROUNDS, when the
-// idle round that saw it began); duration until it saw the opening, or a
+// saw the board two barriers before; GPUOS_TRACE_IDLE_ROUNDS=1..4 stamp it
+// earlier: queue_direct.cuh); duration until it saw the opening, or a
 // later submission of the slot open it (the record still names the one the
 // board did), or gave up waiting (kDirectOpenWaitNs, 50 us: such a record
 // lasts about that long). Written by thread 0 after the block's tiles
 // (since session 44; before its first barrier until then), off the path it
-// times.
+// times, so it may land after the submission's completion record: a trace
+// read right after a Wait can lack the last submission's help records.
 constexpr unsigned int kTraceAdmitOp = 0xfffffff0u;
 constexpr unsigned int kTraceCompleteOp = 0xfffffff1u;
 constexpr unsigned int kTraceHelpOp = 0xfffffff2u;

@@ -905,8 +905,9 @@ __device__ __forceinline__ void HelpAndRunDirect(const Queue& q, unsigned long l
   unsigned int staged = 0;
   if (threadIdx.x == 0) {
     // The help record's start: when this block began to help, or (built
-    // with GPUOS_TRACE_IDLE_ROUNDS) when the idle round that found the board
-    // began, so that the record also covers that round.
+    // with GPUOS_TRACE_IDLE_ROUNDS=1, 2 or 3) the worker's earlier stamp
+    // (the idle round's start, the board's sighting, past its barriers);
+    // with =4, HelpRunDirect's own first stamp.
     if (q.trace != nullptr && !kTraceHelpEntry) {
       help_span[0] = kTraceIdleRounds && ctx.claimed_ns != 0 ? ctx.claimed_ns : GlobalTimerNs();
     }
