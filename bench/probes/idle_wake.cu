@@ -48,7 +48,7 @@
 // this H200 sleeps 2t. A round's stop look is one more load, independent of
 // the row's chain (its address does not depend on them).
 //
-//   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/idle_wake.cu -o /tmp/idle_wake \
+//   nvcc -O3 -arch=sm_90 -std=c++17 -I device/include bench/probes/idle_wake.cu -o /tmp/idle_wake \
 //     && /tmp/idle_wake [--reps 2000] [--posts 400] [--period-us 20] [--helpers 15] \
 //                       [--work-us 4]
 #include <cuda_runtime.h>
@@ -60,15 +60,11 @@
 #include <string>
 #include <vector>
 
+#include "probe_common.cuh"
+
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ unsigned long long NowNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ __forceinline__ unsigned long long LoadVolatile(const unsigned long long* p) {
   return *reinterpret_cast<const volatile unsigned long long*>(p);
@@ -92,9 +88,9 @@ __global__ void SleepProbe(unsigned long long* out, int reps) {
   int k = 0;
   for (unsigned int ns : lengths) {
     for (int r = 0; r < reps; ++r) {
-      const unsigned long long start = NowNs();
+      const unsigned long long start = probe::NowNs();
       __nanosleep(ns);
-      out[k * reps + r] = NowNs() - start;
+      out[k * reps + r] = probe::NowNs() - start;
     }
     ++k;
   }
@@ -102,11 +98,11 @@ __global__ void SleepProbe(unsigned long long* out, int reps) {
 
 // The SM clock's rate, in cycles per microsecond, over about 100 us.
 __global__ void ClockRate(unsigned long long* out) {
-  const unsigned long long t0 = NowNs();
+  const unsigned long long t0 = probe::NowNs();
   const long long c0 = clock64();
-  while (NowNs() - t0 < 100000) {
+  while (probe::NowNs() - t0 < 100000) {
   }
-  const unsigned long long t1 = NowNs();
+  const unsigned long long t1 = probe::NowNs();
   const long long c1 = clock64();
   *out = static_cast<unsigned long long>((c1 - c0) * 1000 / static_cast<long long>(t1 - t0));
 }
@@ -152,21 +148,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     // CAS, in_flight's add and the board's maximum; the post's time taken
     // after them, as the worker's claimed_ns.
     if (threadIdx.x != 0) return;
-    unsigned long long next = NowNs() + 20000;
+    unsigned long long next = probe::NowNs() + 20000;
     unsigned int jitter = 12345u;
     for (int p = 0; p < c.posts; ++p) {
-      while (NowNs() < next) {
+      while (probe::NowNs() < next) {
       }
       const unsigned long long head = (ReadHost(host) & 0) + p;
       atomicCAS(&board->ring[2], head, head + 1);
       atomicAdd(&board->flight[0], 1ull);
       atomicMax(&board->posted, static_cast<unsigned long long>(p + 1));
-      const unsigned long long t = NowNs();
+      const unsigned long long t = probe::NowNs();
       post_ns[p] = t;
       jitter = jitter * 1664525u + 1013904223u;
       next = t + c.period_ns + (jitter >> 8) % 2000u;
     }
-    while (NowNs() < next) {
+    while (probe::NowNs() < next) {
     }
     atomicExch(&board->stop, 1ull);
     return;
@@ -191,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const unsigned long long v = LoadVolatile(&board->posted);
       if (v > seen && helper <= c.helpers) {
         if (v <= static_cast<unsigned long long>(c.posts)) {
-          seen_ns[(v - 1) * c.helpers + (helper - 1)] = NowNs();
+          seen_ns[(v - 1) * c.helpers + (helper - 1)] = probe::NowNs();
         }
         seen = v;
         next = 1;

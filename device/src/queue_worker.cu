@@ -1085,8 +1085,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   }
   __syncthreads();
   const Queue& q = shared_queue;
-#endif
-#if !GPUOS_QUEUE_IN_SHARED
+#else
   const Queue q = Unpack(params);
 #endif
   if (threadIdx.x == 0) {
