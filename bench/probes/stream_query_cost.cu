@@ -7,7 +7,11 @@
 // For each state (idle: nothing running; busy_other: one block per SM
 // spinning on a non-blocking stream of its own, as the worker does;
 // busy_green: the same kernel on a stream of a green context holding half
-// the SMs, cuGreenCtxCreate), the host times, interleaved, --reps times
+// the SMs, cuGreenCtxCreate; since session 45 also busy_device_flag: the
+// kernel of busy_other spinning on a flag in device memory, no host traffic;
+// busy_device_flag_one_block: that with one block; busy_host_tight:
+// busy_other without the nap between its PCIe reads), the host times,
+// interleaved, --reps times
 // (default 2000) after 200 warm-up rounds, each an idle stream's query:
 //   legacy        cuStreamQuery(CU_STREAM_LEGACY) (PyTorch's default stream)
 //   per_thread    cuStreamQuery(CU_STREAM_PER_THREAD)
@@ -43,19 +47,60 @@ const char* const kKindNames[kKinds] = {"legacy",       "per_thread", "blocking"
 constexpr int kEvent = 4;
 constexpr int kSync = 5;
 
-// One block per SM spins until *stop (mapped host memory) is set.
-__global__ void Spin(const volatile unsigned int* stop) {
+// Thread 0 of each block spins until *stop is set, napping nap_ns between
+// reads (0: no nap). stop is mapped host memory (every read crosses PCIe, the
+// worker's way) or device memory (no host traffic at all).
+__global__ void Spin(const volatile unsigned int* stop, unsigned int nap_ns) {
   if (threadIdx.x == 0) {
-    while (*stop == 0) __nanosleep(1000);
+    while (*stop == 0) {
+      if (nap_ns != 0) __nanosleep(nap_ns);
+    }
   }
   __syncthreads();
 }
+
+// What runs while the host times its queries.
+struct BusyState {
+  const char* name;
+  bool busy;
+  bool green;        // on the green context's stream (half the SMs)
+  bool device_flag;  // stop flag in device memory instead of mapped host memory
+  bool one_block;    // one block instead of one per SM
+  unsigned int nap_ns;
+};
+constexpr int kStates = 6;
+const BusyState kBusyStates[kStates] = {
+    {"idle", false, false, false, false, 0},
+    {"busy_other", true, false, false, false, 1000},
+    {"busy_green", true, true, false, false, 1000},
+    // Session 45: is the extra cost the kernel's presence or its PCIe reads?
+    {"busy_device_flag", true, false, true, false, 1000},
+    {"busy_device_flag_one_block", true, false, true, true, 1000},
+    {"busy_host_tight", true, false, false, false, 0},
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int reps = probe::RepsOption(argc, argv, 2000);
   constexpr int kWarm = 200;
+  // PROBE_SCHED=spin|yield|blocking: the primary context's scheduling flag,
+  // set before it is created (default: the driver's auto).
+  const char* sched = std::getenv("PROBE_SCHED");
+  if (sched != nullptr && *sched != '\0') {
+    const unsigned int flag = std::strcmp(sched, "spin") == 0       ? CU_CTX_SCHED_SPIN
+                              : std::strcmp(sched, "yield") == 0    ? CU_CTX_SCHED_YIELD
+                              : std::strcmp(sched, "blocking") == 0 ? CU_CTX_SCHED_BLOCKING_SYNC
+                                                                    : ~0u;
+    if (flag == ~0u) {
+      std::fprintf(stderr, "PROBE_SCHED wants spin, yield or blocking\n");
+      return 2;
+    }
+    CHECK_CU(cuInit(0));
+    CUdevice first;
+    CHECK_CU(cuDeviceGet(&first, 0));
+    CHECK_CU(cuDevicePrimaryCtxSetFlags(first, flag));
+  }
   CHECK_CUDA(cudaSetDevice(0));
   CHECK_CUDA(cudaFree(nullptr));  // the primary context, current
   unsigned int* stop_dev = nullptr;
@@ -88,19 +133,50 @@ int main(int argc, char** argv) {
   CUstream green_stream;
   CHECK_CU(cuGreenCtxStreamCreate(&green_stream, green, CU_STREAM_NON_BLOCKING, 0));
   CHECK_CUDA(cudaSetDevice(0));  // the primary context current again for the runtime
+  // PROBE_SPIN_CTX=separate: busy_other's kernel runs in a context of its own
+  // (cuCtxCreate), to tell a cost of the primary context's outstanding work
+  // from one of the device's.
+  const char* spin_ctx = std::getenv("PROBE_SPIN_CTX");
+  const bool separate = spin_ctx != nullptr && std::strcmp(spin_ctx, "separate") == 0;
+  CUcontext primary = nullptr;
+  CUcontext other = nullptr;
+  CUstream other_stream = nullptr;
+  if (separate) {
+    CHECK_CU(cuCtxGetCurrent(&primary));
+    CHECK_CU(cuCtxCreate(&other, nullptr, 0, device));  // made current
+    CHECK_CU(cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuCtxSetCurrent(primary));
+  }
   const CUstream streams[4] = {CU_STREAM_LEGACY, CU_STREAM_PER_THREAD,
                                reinterpret_cast<CUstream>(blocking),
                                reinterpret_cast<CUstream>(non_blocking)};
 
+  unsigned int* device_stop = nullptr;
+  CHECK_CUDA(cudaMalloc(&device_stop, sizeof(unsigned int)));
+  cudaStream_t stopper;  // writes device_stop while the spinning kernel runs
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stopper, cudaStreamNonBlocking));
+  const unsigned int zero = 0;
+  const unsigned int one = 1;
+
   std::string json;
-  const char* const kStates[3] = {"idle", "busy_other", "busy_green"};
-  for (int state = 0; state < 3; ++state) {
-    const bool busy = state > 0;
-    cudaStream_t running = state == 2 ? reinterpret_cast<cudaStream_t>(green_stream) : spin_stream;
+  for (int state = 0; state < kStates; ++state) {
+    const BusyState& how = kBusyStates[state];
+    const bool busy = how.busy;
+    cudaStream_t running = how.green ? reinterpret_cast<cudaStream_t>(green_stream) : spin_stream;
     if (busy) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 0;
-      Spin<<<state == 2 ? static_cast<int>(half_sms.sm.smCount) : sms, 256, 0, running>>>(stop_dev);
+      CHECK_CUDA(cudaMemcpy(device_stop, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+      const int blocks = how.one_block ? 1
+                         : how.green   ? static_cast<int>(half_sms.sm.smCount)
+                                       : sms;
+      const bool elsewhere = separate && state == 1;
+      if (elsewhere) {
+        running = reinterpret_cast<cudaStream_t>(other_stream);
+        CHECK_CU(cuCtxSetCurrent(other));
+      }
+      Spin<<<blocks, 256, 0, running>>>(how.device_flag ? device_stop : stop_dev, how.nap_ns);
       CHECK_CUDA(cudaGetLastError());
+      if (elsewhere) CHECK_CU(cuCtxSetCurrent(primary));
     }
     std::vector<double> times[kKinds];
     long not_ready[kKinds] = {};
@@ -124,10 +200,18 @@ int main(int argc, char** argv) {
     }
     if (busy) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 1;
-      CHECK_CUDA(cudaStreamSynchronize(running));
+      CHECK_CUDA(cudaMemcpyAsync(device_stop, &one, sizeof(one), cudaMemcpyHostToDevice, stopper));
+      CHECK_CUDA(cudaStreamSynchronize(stopper));
+      if (separate && state == 1) {
+        CHECK_CU(cuCtxSetCurrent(other));
+        CHECK_CUDA(cudaStreamSynchronize(running));
+        CHECK_CU(cuCtxSetCurrent(primary));
+      } else {
+        CHECK_CUDA(cudaStreamSynchronize(running));
+      }
     }
     char line[256];
-    json += std::string(state == 0 ? "" : ",\n") + "  \"" + kStates[state] + "\": {";
+    json += std::string(state == 0 ? "" : ",\n") + "  \"" + how.name + "\": {";
     for (int k = 0; k < kKinds; ++k) {
       std::snprintf(line, sizeof(line), "%s\"%s_us\": %.3f, \"%s_not_ready\": %ld",
                     k == 0 ? "" : ", ", kKindNames[k], probe::Median(times[k]), kKindNames[k],
@@ -140,7 +224,10 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf(
       "{\"probe\": \"stream_query_cost\", \"commit\": \"%s\", \"device\": \"%s\", "
-      "\"reps\": %d, \"green_sms\": %u,\n%s\n}\n",
-      probe::CommitOrUnknown(), prop.name, reps, half_sms.sm.smCount, json.c_str());
+      "\"reps\": %d, \"green_sms\": %u, \"sched\": \"%s\", \"busy_other_context\": "
+      "\"%s\",\n%s\n}\n",
+      probe::CommitOrUnknown(), prop.name, reps, half_sms.sm.smCount,
+      sched != nullptr && *sched != '\0' ? sched : "auto", separate ? "separate" : "primary",
+      json.c_str());
   return 0;
 }

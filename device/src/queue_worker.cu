@@ -102,34 +102,6 @@ static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
 #define GPUOS_IDLE_ONE_TRIP 0
 #endif
 constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
-// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_QUEUE_IN_SHARED=1; 0, the
-// default: off): the worker's Queue (its pointers and sizes) lives in shared
-// memory instead of the thread's stack, so that the functions it calls
-// (HelpRunDirect, OpenAndRunDirect, RunChain: they take it by reference)
-// read its fields from shared memory, which a tile's loads cannot evict,
-// rather than from stack lines in L1 that they can. Session 44 measured
-// 1.1-1.4 us from a helper's sighting of the direct board to its entry
-// stamp in HelpRunDirect, whose first reads are the Queue's fields
-// (bench/results/experiments/helper_entry_ab_session44.txt); each stack
-// line missed in L1 costs an L2 round trip. =2 also puts thread 0's tile
-// count, Completions and BlockRecorder there (each tile's recorder stamp
-// and count read and write them: session 43's phase timing had the stamp at
-// 290 cycles, about an L2 round trip). Built in session 44 (the worker then
-// takes 138 registers at =1 and 178 at =2 and spills nothing, against 216
-// and 32 bytes; ptxas -v, sm_90); not yet run on a GPU.
-#ifndef GPUOS_QUEUE_IN_SHARED
-#define GPUOS_QUEUE_IN_SHARED 0
-#endif
-#if GPUOS_QUEUE_IN_SHARED >= 2
-}  // namespace
-// Placement new into shared byte storage (GPUOS_QUEUE_IN_SHARED=2), with a
-// tag of its own: NVRTC has no <new>.
-struct InSharedStorage {};
-__device__ inline void* operator new(decltype(sizeof(0)), void* where, InSharedStorage) noexcept {
-  return where;
-}
-namespace {
-#endif
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1062,32 +1034,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   // with =3, when thread 0 passed the barriers after that), read by thread 0
   // alone.
   __shared__ unsigned long long round_started_ns;
-#if GPUOS_QUEUE_IN_SHARED
-  __shared__ Queue shared_queue;
-#if GPUOS_QUEUE_IN_SHARED >= 2
-  // Thread 0's state that the functions it calls reach through pointers
-  // (a tile's count, the recorder's per-tile stamp, the completions).
-  __shared__ unsigned int shared_completed;
-  __shared__ __align__(16) unsigned char shared_completions[sizeof(Completions)];
-  __shared__ __align__(16) unsigned char shared_recorder[sizeof(BlockRecorder)];
-  unsigned int& completed = shared_completed;  // thread 0's count of tiles run, not yet flushed
-  Completions& completions = *reinterpret_cast<Completions*>(shared_completions);
-  BlockRecorder& recorder = *reinterpret_cast<BlockRecorder*>(shared_recorder);
-#endif
-  if (threadIdx.x == 0) {
-    shared_queue = Unpack(params);
-#if GPUOS_QUEUE_IN_SHARED >= 2
-    completed = 0;
-    new (shared_completions, InSharedStorage{}) Completions{};
-    new (shared_recorder, InSharedStorage{}) BlockRecorder{};
-    completions.recorder = &recorder;
-#endif
-  }
-  __syncthreads();
-  const Queue& q = shared_queue;
-#else
   const Queue q = Unpack(params);
-#endif
   if (threadIdx.x == 0) {
     atomicAdd(&q.state->alive, 1u);
     cache.current = 0;
@@ -1097,12 +1044,10 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   const long long started_clock = clock64();
   unsigned long long idle_since = started_ns;
   unsigned int idle_rounds = 0;
-#if GPUOS_QUEUE_IN_SHARED < 2
   unsigned int completed = 0;  // thread 0's count of tiles run, not yet flushed
   Completions completions;     // thread 0's
   BlockRecorder recorder;      // thread 0's
   completions.recorder = &recorder;
-#endif
   unsigned long long claimed_ns = 0;  // thread 0's: when it claimed the submission it admits
   unsigned long long host_flags = 0;  // thread 0's: stop and keep_warm, as the last claim read them
   // Thread 0's: the last submission the direct board named that this block

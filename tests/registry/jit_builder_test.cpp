@@ -400,7 +400,7 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
     const char* defines;
     const char* phase_timing;
   };
-  // Three builds (about 8 s each here): the phase marks, the board path
+  // Five builds (about 8 s each here): the phase marks, the board path
   // alone (direct tiles off: docs/runtime.md, "Direct tiles") with them and
   // with quiet pollers that read the host's flags less often
   // (GPUOS_POLLER_QUIET_NS, GPUOS_POLLER_FLAGS_EVERY: queue_worker.cu), and
@@ -411,19 +411,16 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // idle-round stamps in the helpers' trace records (GPUOS_TRACE_IDLE_ROUNDS)
   // and one-trip idle rounds (GPUOS_IDLE_ONE_TRIP), and session 44's help
   // records stamped past the worker's barriers (GPUOS_TRACE_IDLE_ROUNDS=3)
-  // and the worker's Queue (=1) and thread 0's state (=2) in shared memory
-  // (GPUOS_QUEUE_IN_SHARED), and the other help-record stamps (=2, =4).
+  // and the other help-record stamps (=2 with the phase marks, =4).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8 "
-                "GPUOS_TRACE_IDLE_ROUNDS=3 GPUOS_QUEUE_IN_SHARED=1",
+                "GPUOS_TRACE_IDLE_ROUNDS=3",
                 "1"},
         Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
-                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1 "
-                "GPUOS_QUEUE_IN_SHARED=2",
+                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1",
                 nullptr},
-        Variant{"GPUOS_TRACE_IDLE_ROUNDS=2 GPUOS_QUEUE_IN_SHARED=2", "1"},
-        Variant{"GPUOS_TRACE_IDLE_ROUNDS=4", nullptr}}) {
+        Variant{"GPUOS_TRACE_IDLE_ROUNDS=2", "1"}, Variant{"GPUOS_TRACE_IDLE_ROUNDS=4", nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);
     ScopedEnv phase("GPUOS_PHASE_TIMING", variant.phase_timing);
     auto image = JitBuilder(nullptr, TestOptions("sm_90")).Build({});
