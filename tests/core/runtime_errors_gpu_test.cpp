@@ -328,10 +328,14 @@ TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
   TaskOptions four;
   four.tiles = 4;
   ASSERT_TRUE(tiled.Add("add", DType::kF32, {big->desc, big->desc, big->desc}, {}, {}, four).ok());
+  const std::uint64_t direct_before = runtime->stats().direct_submissions;
   auto second = runtime->Submit(tiled);
   ASSERT_TRUE(second.ok());
   ASSERT_TRUE(second->Wait(std::chrono::seconds(10)).ok());
   ASSERT_TRUE(runtime->Synchronize().ok());
+  // A help record is written after the helper's tiles and may land after
+  // the completion: a parked worker has written all of them.
+  ASSERT_TRUE(runtime->WaitUntilParked().ok());
   auto result = Download(*runtime, *acc);
   ASSERT_TRUE(result.ok());
   for (float v : *result) ASSERT_EQ(v, static_cast<float>(kSteps));
@@ -385,6 +389,25 @@ TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
       }
     }
     EXPECT_LE(help->start_ns + help->duration_ns, tile_start) << "block " << help->block;
+  }
+  // And the other way round: run as direct tiles (a lone tiled task
+  // submitted alone, as in the test above), every block but the admitting
+  // one that ran a tile of it got there as a helper, through HelpRunDirect,
+  // which writes one help record per block.
+  if (DirectTilesOn()) {
+    ASSERT_EQ(DirectRunsSettled(*runtime, direct_before + 1), direct_before + 1);
+    std::set<std::uint32_t> helpers;
+    for (const TraceEvent* help : helps) {
+      EXPECT_TRUE(helpers.insert(help->block).second)
+          << "two help records on block " << help->block;
+    }
+    for (const TraceEvent& e : *events) {
+      if (e.category == "task" && e.sequence == second->sequence() &&
+          e.block != admit_second.block) {
+        EXPECT_EQ(helpers.count(e.block), 1u)
+            << "block " << e.block << " ran tile " << e.tile << " with no help record";
+      }
+    }
   }
   ASSERT_EQ(events->size(), static_cast<std::size_t>(kSteps + 4 + 4) + helps.size());
   std::set<std::uint32_t> chain_tasks;
