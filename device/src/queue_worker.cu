@@ -89,19 +89,6 @@ constexpr unsigned long long kPollerQuietNs = GPUOS_POLLER_QUIET_NS;
 #endif
 constexpr unsigned int kPollerFlagsEvery = GPUOS_POLLER_FLAGS_EVERY;
 static_assert(kPollerFlagsEvery >= 1, "GPUOS_POLLER_FLAGS_EVERY: at least 1");
-// A/B experiment (GPUOS_JIT_DEFINES=GPUOS_IDLE_ONE_TRIP=1; 0, the default:
-// off): an idle block's round issues its looks at the ready ring's head and
-// tail and at in_flight (before its nap) together with the help board's and
-// the direct board's, one L2 round trip a round instead of three in a row
-// (each load waits for the branch on the one before). Built in session 43 on
-// the inference that the helpers of a direct submission start 2.2-3.6 us
-// after the claim because a round is a chain of round trips plus a nap
-// (bench/results/experiments/idle_bell_ab_session43.txt); not yet run on a
-// GPU.
-#ifndef GPUOS_IDLE_ONE_TRIP
-#define GPUOS_IDLE_ONE_TRIP 0
-#endif
-constexpr bool kIdleOneTrip = GPUOS_IDLE_ONE_TRIP != 0;
 // ReadyEntry::slot of a help-board helper: "the slot is its task node's".
 constexpr unsigned int kNodeSlot = 0x7fffffffu;
 
@@ -1055,7 +1042,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
   unsigned long long direct_seen = 0;
   unsigned long long peeked_ns = 0;  // thread 0's: its last read of the tail (kPollerQuietNs)
   unsigned int peeks = 0;            // thread 0's: its reads of the tail (kPollerFlagsEvery)
-  unsigned int seen_in_flight = 0;   // thread 0's: in_flight as its round read it (kIdleOneTrip)
   if (threadIdx.x == 0) {
     park_watch =
         ParkWatch{gpuos::device::ParkClaimBound(gpuos::device::ParkPhase::kRunning, 0), {}};
@@ -1075,13 +1061,6 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       int next = kIdle;
       unsigned int count = 0;
       unsigned long long direct_board = 0;
-      // kIdleOneTrip: the round's other looks in flight with the boards'.
-      unsigned long long seen_head = 0, seen_tail = 0;
-      if (kIdleOneTrip) {
-        seen_head = Volatile(&q.state->ready_head);
-        seen_tail = Volatile(&q.state->ready_tail);
-        seen_in_flight = Volatile(&q.state->in_flight);
-      }
       unsigned long long value = TakeHelperTicket(q, &direct_seen, &direct_board);
       if (kTraceBoardSighting && direct_board != 0 && q.trace != nullptr) {
         round_started_ns = GlobalTimerNs();  // the board's sighting instead
@@ -1092,8 +1071,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
         direct_words = DecodeDirectBoard(direct_board).slot_words;
       } else if (value != kNone) {
         next = kHelp;
-      } else if ((value = kIdleOneTrip ? TryPopBatchSeen(q, seen_head, seen_tail, &count)
-                                       : TryPopBatch(q, &count)) == kContended) {
+      } else if ((value = TryPopBatch(q, &count)) == kContended) {
         next = kAgain;
       } else if (value != kNone) {
         next = kRun;
@@ -1276,8 +1254,7 @@ extern "C" __global__ void __maxnreg__(gpuos::device::kWorkerMaxRegisters)
       // (bench/results/experiments/idle_quick_naps_ab_session23.txt).
       if (threadIdx.x == 0) {
         unsigned int sleep = 64u << (idle_rounds < 5u ? idle_rounds : 5u);
-        if (sleep > kBusyIdleSleepNs &&
-            (kIdleOneTrip ? seen_in_flight : Volatile(&q.state->in_flight)) != 0) {
+        if (sleep > kBusyIdleSleepNs && Volatile(&q.state->in_flight) != 0) {
           sleep = kBusyIdleSleepNs;
         }
         __nanosleep(poller ? 64u : sleep);

@@ -408,17 +408,17 @@ TEST(JitBuilderTest, WorkerCompilesWithEachOfItsSwitches) {
   // after a fence and their tables left in device memory, as until session
   // 39 (GPUOS_SLOT_USED_WORDS=0, GPUOS_DIRECT_COUNT_ACQ_REL=0,
   // GPUOS_DIRECT_TABLE_IN_SHARED=0: queue_direct.cuh), with session 43's
-  // idle-round stamps in the helpers' trace records (GPUOS_TRACE_IDLE_ROUNDS)
-  // and one-trip idle rounds (GPUOS_IDLE_ONE_TRIP), and session 44's help
-  // records stamped past the worker's barriers (GPUOS_TRACE_IDLE_ROUNDS=3)
-  // and the other help-record stamps (=2 with the phase marks, =4).
+  // idle-round stamps in the helpers' trace records (GPUOS_TRACE_IDLE_ROUNDS),
+  // and session 44's help records stamped past the worker's barriers
+  // (GPUOS_TRACE_IDLE_ROUNDS=3) and the other help-record stamps (=2 with the
+  // phase marks, =4).
   for (const Variant& variant :
        {Variant{"", "1"},
         Variant{"GPUOS_DIRECT_TILES=0 GPUOS_POLLER_QUIET_NS=4000 GPUOS_POLLER_FLAGS_EVERY=8 "
                 "GPUOS_TRACE_IDLE_ROUNDS=3",
                 "1"},
         Variant{"GPUOS_SLOT_USED_WORDS=0 GPUOS_DIRECT_COUNT_ACQ_REL=0 "
-                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1 GPUOS_IDLE_ONE_TRIP=1",
+                "GPUOS_DIRECT_TABLE_IN_SHARED=0 GPUOS_TRACE_IDLE_ROUNDS=1",
                 nullptr},
         Variant{"GPUOS_TRACE_IDLE_ROUNDS=2", "1"}, Variant{"GPUOS_TRACE_IDLE_ROUNDS=4", nullptr}}) {
     ScopedEnv defines("GPUOS_JIT_DEFINES", variant.defines);

@@ -180,24 +180,15 @@ __device__ __forceinline__ void PushReady(const Queue& q, unsigned long long val
 // One thread: claims up to kMaxBatch ring positions (about an even share of
 // what is ready among the blocks). Returns the first position (count in
 // *count), kNone or kContended.
-// TryPopBatchSeen: the same with the head and tail read already (a stale
-// head costs a failed CAS, kContended; a stale tail leaves newer entries to
-// the next look).
-__device__ __forceinline__ unsigned long long TryPopBatchSeen(const Queue& q,
-                                                              unsigned long long head,
-                                                              unsigned long long tail,
-                                                              unsigned int* count) {
+__device__ __forceinline__ unsigned long long TryPopBatch(const Queue& q, unsigned int* count) {
+  const unsigned long long head = Volatile(&q.state->ready_head);
+  const unsigned long long tail = Volatile(&q.state->ready_tail);
   if (head >= tail) return kNone;
   unsigned long long take = (tail - head) / gridDim.x;
   take = take < 1 ? 1 : (take > kMaxBatch ? kMaxBatch : take);
   if (atomicCAS(&q.state->ready_head, head, head + take) != head) return kContended;
   *count = static_cast<unsigned int>(take);
   return head;
-}
-__device__ __forceinline__ unsigned long long TryPopBatch(const Queue& q, unsigned int* count) {
-  const unsigned long long head = Volatile(&q.state->ready_head);
-  const unsigned long long tail = Volatile(&q.state->ready_tail);
-  return TryPopBatchSeen(q, head, tail, count);
 }
 
 // One thread: the entry at a claimed position (waits until its producer has
