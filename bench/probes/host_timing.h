@@ -36,11 +36,12 @@
 
 namespace probe {
 
-// A zeroed T in mapped pinned host memory; *device is its device address.
+// A zeroed T in mapped pinned host memory, portable (every context maps it);
+// *device is its device address.
 template <typename T>
 T* MappedZeroed(T** device) {
   T* host = nullptr;
-  CHECK_CUDA(cudaHostAlloc(&host, sizeof(T), cudaHostAllocMapped));
+  CHECK_CUDA(cudaHostAlloc(&host, sizeof(T), cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host, 0, sizeof(T));
   CHECK_CUDA(cudaHostGetDevicePointer(device, host, 0));
   return host;

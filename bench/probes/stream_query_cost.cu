@@ -11,8 +11,8 @@
 // kernel of busy_other spinning on a flag in device memory, no host traffic;
 // busy_device_flag_one_block: that with one block; busy_host_tight:
 // busy_other without the nap between its PCIe reads), the host times,
-// interleaved, --reps times
-// (default 2000) after 200 warm-up rounds, each an idle stream's query:
+// interleaved, --reps times (default 2000) after 200 warm-up rounds, once
+// the state's kernel has started, each an idle stream's query:
 //   legacy        cuStreamQuery(CU_STREAM_LEGACY) (PyTorch's default stream)
 //   per_thread    cuStreamQuery(CU_STREAM_PER_THREAD)
 //   blocking      a stream created with default flags
@@ -26,8 +26,14 @@
 // may answer CUDA_ERROR_NOT_READY (the legacy stream waits for blocking
 // streams, not for non-blocking ones): the answers are counted.
 //
+// Two settings of the environment (session 45): PROBE_SCHED=spin|yield|
+// blocking sets the primary context's scheduling flag before it is created;
+// PROBE_SPIN_CTX=separate runs busy_other's kernel (only that state's) in a
+// context of its own, made with cuCtxCreate. Each is named in the JSON.
+//
 //   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/stream_query_cost.cu -lcuda \
-//     -o /tmp/query_probe && GPUOS_COMMIT=<sha> /tmp/query_probe [--reps 2000]
+//     -o /tmp/query_probe && GPUOS_COMMIT=<sha> [PROBE_SCHED=spin] \
+//     [PROBE_SPIN_CTX=separate] /tmp/query_probe [--reps 2000]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -50,8 +56,15 @@ constexpr int kSync = 5;
 // Thread 0 of each block spins until *stop is set, napping nap_ns between
 // reads (0: no nap). stop is mapped host memory (every read crosses PCIe, the
 // worker's way) or device memory (no host traffic at all).
-__global__ void Spin(const volatile unsigned int* stop, unsigned int nap_ns) {
+// Block 0 sets *started (mapped) first, so that the host times nothing
+// before the kernel runs.
+__global__ void Spin(const volatile unsigned int* stop, unsigned int nap_ns,
+                     volatile unsigned int* started) {
   if (threadIdx.x == 0) {
+    if (blockIdx.x == 0) {
+      *started = 1;
+      __threadfence_system();
+    }
     while (*stop == 0) {
       if (nap_ns != 0) __nanosleep(nap_ns);
     }
@@ -67,16 +80,17 @@ struct BusyState {
   bool device_flag;  // stop flag in device memory instead of mapped host memory
   bool one_block;    // one block instead of one per SM
   unsigned int nap_ns;
+  bool may_be_elsewhere;  // in a context of its own with PROBE_SPIN_CTX=separate
 };
 constexpr int kStates = 6;
 const BusyState kBusyStates[kStates] = {
-    {"idle", false, false, false, false, 0},
-    {"busy_other", true, false, false, false, 1000},
-    {"busy_green", true, true, false, false, 1000},
+    {"idle", false, false, false, false, 0, false},
+    {"busy_other", true, false, false, false, 1000, true},
+    {"busy_green", true, true, false, false, 1000, false},
     // Session 45: is the extra cost the kernel's presence or its PCIe reads?
-    {"busy_device_flag", true, false, true, false, 1000},
-    {"busy_device_flag_one_block", true, false, true, true, 1000},
-    {"busy_host_tight", true, false, false, false, 0},
+    {"busy_device_flag", true, false, true, false, 1000, false},
+    {"busy_device_flag_one_block", true, false, true, true, 1000, false},
+    {"busy_host_tight", true, false, false, false, 0, false},
 };
 
 }  // namespace
@@ -137,7 +151,11 @@ int main(int argc, char** argv) {
   // (cuCtxCreate), to tell a cost of the primary context's outstanding work
   // from one of the device's.
   const char* spin_ctx = std::getenv("PROBE_SPIN_CTX");
-  const bool separate = spin_ctx != nullptr && std::strcmp(spin_ctx, "separate") == 0;
+  if (spin_ctx != nullptr && *spin_ctx != '\0' && std::strcmp(spin_ctx, "separate") != 0) {
+    std::fprintf(stderr, "PROBE_SPIN_CTX wants separate (or nothing)\n");
+    return 2;
+  }
+  const bool separate = spin_ctx != nullptr && *spin_ctx != '\0';
   CUcontext primary = nullptr;
   CUcontext other = nullptr;
   CUstream other_stream = nullptr;
@@ -155,8 +173,9 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&device_stop, sizeof(unsigned int)));
   cudaStream_t stopper;  // writes device_stop while the spinning kernel runs
   CHECK_CUDA(cudaStreamCreateWithFlags(&stopper, cudaStreamNonBlocking));
-  const unsigned int zero = 0;
   const unsigned int one = 1;
+  unsigned int* started_dev = nullptr;
+  unsigned int* started = probe::MappedZeroed(&started_dev);
 
   std::string json;
   for (int state = 0; state < kStates; ++state) {
@@ -165,18 +184,29 @@ int main(int argc, char** argv) {
     cudaStream_t running = how.green ? reinterpret_cast<cudaStream_t>(green_stream) : spin_stream;
     if (busy) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 0;
-      CHECK_CUDA(cudaMemcpy(device_stop, &zero, sizeof(zero), cudaMemcpyHostToDevice));
+      *reinterpret_cast<volatile unsigned int*>(started) = 0;
       const int blocks = how.one_block ? 1
                          : how.green   ? static_cast<int>(half_sms.sm.smCount)
                                        : sms;
-      const bool elsewhere = separate && state == 1;
+      const bool elsewhere = separate && how.may_be_elsewhere;
       if (elsewhere) {
         running = reinterpret_cast<cudaStream_t>(other_stream);
         CHECK_CU(cuCtxSetCurrent(other));
       }
-      Spin<<<blocks, 256, 0, running>>>(how.device_flag ? device_stop : stop_dev, how.nap_ns);
+      // Reset on the kernel's own stream, so that the launch follows it.
+      if (how.device_flag)
+        CHECK_CUDA(cudaMemsetAsync(device_stop, 0, sizeof(unsigned int), running));
+      Spin<<<blocks, 256, 0, running>>>(how.device_flag ? device_stop : stop_dev, how.nap_ns,
+                                        started_dev);
       CHECK_CUDA(cudaGetLastError());
       if (elsewhere) CHECK_CU(cuCtxSetCurrent(primary));
+      const double waited_from = probe::NowUs();
+      while (*reinterpret_cast<volatile unsigned int*>(started) == 0) {
+        if (probe::NowUs() - waited_from > 10e6) {
+          std::fprintf(stderr, "%s: the kernel did not start within 10 s\n", how.name);
+          return 1;
+        }
+      }
     }
     std::vector<double> times[kKinds];
     long not_ready[kKinds] = {};
@@ -202,7 +232,7 @@ int main(int argc, char** argv) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 1;
       CHECK_CUDA(cudaMemcpyAsync(device_stop, &one, sizeof(one), cudaMemcpyHostToDevice, stopper));
       CHECK_CUDA(cudaStreamSynchronize(stopper));
-      if (separate && state == 1) {
+      if (separate && how.may_be_elsewhere) {
         CHECK_CU(cuCtxSetCurrent(other));
         CHECK_CUDA(cudaStreamSynchronize(running));
         CHECK_CU(cuCtxSetCurrent(primary));

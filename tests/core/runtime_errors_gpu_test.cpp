@@ -393,9 +393,13 @@ TEST_F(RuntimeDiagnosticsTest, TraceOfAChainHasOneEventPerTaskInOrder) {
   // And the other way round: run as direct tiles (a lone tiled task
   // submitted alone, as in the test above), every block but the admitting
   // one that ran a tile of it got there as a helper, through HelpRunDirect,
-  // which writes one help record per block.
+  // which writes one help record per block. (The only other way, a handover
+  // from an earlier direct submission of the same ring slot, cannot happen:
+  // `second` is the first direct one. When the admitting block ran all four
+  // tiles the loop checks nothing; the help records' count is recorded.)
   if (DirectTilesOn()) {
     ASSERT_EQ(DirectRunsSettled(*runtime, direct_before + 1), direct_before + 1);
+    RecordProperty("help_records", static_cast<int>(helps.size()));
     std::set<std::uint32_t> helpers;
     for (const TraceEvent* help : helps) {
       EXPECT_TRUE(helpers.insert(help->block).second)
