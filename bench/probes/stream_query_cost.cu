@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
   for (int state = 0; state < kStates; ++state) {
     const BusyState& how = kBusyStates[state];
     const bool busy = how.busy;
+    const bool elsewhere = busy && separate && how.may_be_elsewhere;  // in `other`
     cudaStream_t running = how.green ? reinterpret_cast<cudaStream_t>(green_stream) : spin_stream;
     if (busy) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 0;
@@ -188,7 +189,6 @@ int main(int argc, char** argv) {
       const int blocks = how.one_block ? 1
                          : how.green   ? static_cast<int>(half_sms.sm.smCount)
                                        : sms;
-      const bool elsewhere = separate && how.may_be_elsewhere;
       if (elsewhere) {
         running = reinterpret_cast<cudaStream_t>(other_stream);
         CHECK_CU(cuCtxSetCurrent(other));
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 1;
       CHECK_CUDA(cudaMemcpyAsync(device_stop, &one, sizeof(one), cudaMemcpyHostToDevice, stopper));
       CHECK_CUDA(cudaStreamSynchronize(stopper));
-      if (separate && how.may_be_elsewhere) {
+      if (elsewhere) {
         CHECK_CU(cuCtxSetCurrent(other));
         CHECK_CUDA(cudaStreamSynchronize(running));
         CHECK_CU(cuCtxSetCurrent(primary));
