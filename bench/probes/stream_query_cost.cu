@@ -26,16 +26,26 @@
 // may answer CUDA_ERROR_NOT_READY (the legacy stream waits for blocking
 // streams, not for non-blocking ones): the answers are counted.
 //
+// Since session 46, with bench/probes/syscall_count_shim.c preloaded
+// (LD_PRELOAD), each kind also gets the ioctl and sched_yield calls the
+// process made per query (<kind>_ioctls, <kind>_yields: whether the extra
+// microsecond beside a running kernel is a trip into the kernel driver),
+// and the JSON a shim check: the ioctls of one 64 MiB cudaMalloc and
+// cudaFree (zero there means the driver's ioctls bypass the shim, and zero
+// elsewhere says nothing). Without the shim these fields are absent.
+//
 // Two settings of the environment (session 45): PROBE_SCHED=spin|yield|
 // blocking sets the primary context's scheduling flag before it is created;
 // PROBE_SPIN_CTX=separate runs busy_other's kernel (only that state's) in a
 // context of its own, made with cuCtxCreate. Each is named in the JSON.
 //
-//   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/stream_query_cost.cu -lcuda \
+//   nvcc -O3 -arch=sm_90 -std=c++17 bench/probes/stream_query_cost.cu -lcuda -ldl \
 //     -o /tmp/query_probe && GPUOS_COMMIT=<sha> [PROBE_SCHED=spin] \
-//     [PROBE_SPIN_CTX=separate] /tmp/query_probe [--reps 2000]
+//     [PROBE_SPIN_CTX=separate] [LD_PRELOAD=/tmp/syscall_count_shim.so] \
+//     /tmp/query_probe [--reps 2000]
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -92,6 +102,12 @@ const BusyState kBusyStates[kStates] = {
     {"busy_device_flag_one_block", true, false, true, true, 1000, false},
     {"busy_host_tight", true, false, false, false, 0, false},
 };
+
+// syscall_count_shim.c's counter, or nullptr when it is not preloaded.
+using SyscallCounts = void (*)(unsigned long*, unsigned long*);
+SyscallCounts FindSyscallCounts() {
+  return reinterpret_cast<SyscallCounts>(dlsym(RTLD_DEFAULT, "probe_syscall_counts"));
+}
 
 }  // namespace
 
@@ -177,6 +193,18 @@ int main(int argc, char** argv) {
   unsigned int* started_dev = nullptr;
   unsigned int* started = probe::MappedZeroed(&started_dev);
 
+  const SyscallCounts counts = FindSyscallCounts();
+  long shim_check = -1;  // ioctls of one cudaMalloc and cudaFree, -1: no shim
+  if (counts != nullptr) {
+    unsigned long before = 0, after = 0, yields = 0;
+    counts(&before, &yields);
+    void* block = nullptr;
+    CHECK_CUDA(cudaMalloc(&block, 64ull << 20));
+    CHECK_CUDA(cudaFree(block));
+    counts(&after, &yields);
+    shim_check = static_cast<long>(after - before);
+  }
+
   std::string json;
   for (int state = 0; state < kStates; ++state) {
     const BusyState& how = kBusyStates[state];
@@ -210,13 +238,21 @@ int main(int argc, char** argv) {
     }
     std::vector<double> times[kKinds];
     long not_ready[kKinds] = {};
+    unsigned long ioctls[kKinds] = {}, yields[kKinds] = {};  // timed calls' (with the shim)
     for (int r = 0; r < kWarm + reps; ++r) {
       for (int k = 0; k < kKinds; ++k) {
+        unsigned long ioctl0 = 0, yield0 = 0, ioctl1 = 0, yield1 = 0;
+        if (counts != nullptr) counts(&ioctl0, &yield0);
         const double t0 = probe::NowUs();
         const CUresult answer = k == kSync    ? cuStreamSynchronize(CU_STREAM_LEGACY)
                                 : k == kEvent ? cuEventQuery(reinterpret_cast<CUevent>(event))
                                               : cuStreamQuery(streams[k]);
         const double t1 = probe::NowUs();
+        if (counts != nullptr && r >= kWarm) {
+          counts(&ioctl1, &yield1);
+          ioctls[k] += ioctl1 - ioctl0;
+          yields[k] += yield1 - yield0;
+        }
         if (answer == CUDA_ERROR_NOT_READY) {
           ++not_ready[k];
         } else if (answer != CUDA_SUCCESS) {
@@ -247,6 +283,12 @@ int main(int argc, char** argv) {
                     k == 0 ? "" : ", ", kKindNames[k], probe::Median(times[k]), kKindNames[k],
                     not_ready[k]);
       json += line;
+      if (counts != nullptr) {
+        std::snprintf(line, sizeof(line), ", \"%s_ioctls\": %.3f, \"%s_yields\": %.3f",
+                      kKindNames[k], static_cast<double>(ioctls[k]) / reps, kKindNames[k],
+                      static_cast<double>(yields[k]) / reps);
+        json += line;
+      }
     }
     json += "}";
   }
@@ -255,9 +297,9 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"probe\": \"stream_query_cost\", \"commit\": \"%s\", \"device\": \"%s\", "
       "\"reps\": %d, \"green_sms\": %u, \"sched\": \"%s\", \"busy_other_context\": "
-      "\"%s\",\n%s\n}\n",
+      "\"%s\", \"shim_malloc_free_ioctls\": %ld,\n%s\n}\n",
       probe::CommitOrUnknown(), prop.name, reps, half_sms.sm.smCount,
       sched != nullptr && *sched != '\0' ? sched : "auto", separate ? "separate" : "primary",
-      json.c_str());
+      shim_check, json.c_str());
   return 0;
 }
