@@ -34,6 +34,11 @@
 // cudaFree (zero there means the driver's ioctls bypass the shim, and zero
 // elsewhere says nothing). Without the shim these fields are absent.
 //
+// Each state also gets the thread's user and system CPU time over its timed
+// rounds (getrusage RUSAGE_THREAD; cpu_user_ms, cpu_system_ms) beside the
+// timed queries' own sum (queries_ms): time spent in the kernel for any
+// reason, not only the shim's two calls, shows as system time.
+//
 // Two settings of the environment (session 45): PROBE_SCHED=spin|yield|
 // blocking sets the primary context's scheduling flag before it is created;
 // PROBE_SPIN_CTX=separate runs busy_other's kernel (only that state's) in a
@@ -46,6 +51,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -239,7 +245,9 @@ int main(int argc, char** argv) {
     std::vector<double> times[kKinds];
     long not_ready[kKinds] = {};
     unsigned long ioctls[kKinds] = {}, yields[kKinds] = {};  // timed calls' (with the shim)
+    rusage cpu_start = {}, cpu_end = {};
     for (int r = 0; r < kWarm + reps; ++r) {
+      if (r == kWarm) getrusage(RUSAGE_THREAD, &cpu_start);
       for (int k = 0; k < kKinds; ++k) {
         unsigned long ioctl0 = 0, yield0 = 0, ioctl1 = 0, yield1 = 0;
         if (counts != nullptr) counts(&ioctl0, &yield0);
@@ -264,6 +272,7 @@ int main(int argc, char** argv) {
         if (r >= kWarm) times[k].push_back(t1 - t0);
       }
     }
+    getrusage(RUSAGE_THREAD, &cpu_end);
     if (busy) {
       *reinterpret_cast<volatile unsigned int*>(stop) = 1;
       CHECK_CUDA(cudaMemcpyAsync(device_stop, &one, sizeof(one), cudaMemcpyHostToDevice, stopper));
@@ -290,6 +299,18 @@ int main(int argc, char** argv) {
         json += line;
       }
     }
+    const auto ms = [](const timeval& from, const timeval& to) {
+      return (to.tv_sec - from.tv_sec) * 1e3 + (to.tv_usec - from.tv_usec) / 1e3;
+    };
+    double queries_ms = 0;
+    for (int k = 0; k < kKinds; ++k) {
+      for (const double t : times[k]) queries_ms += t / 1e3;
+    }
+    std::snprintf(line, sizeof(line),
+                  ", \"cpu_user_ms\": %.2f, \"cpu_system_ms\": %.2f, \"queries_ms\": %.2f",
+                  ms(cpu_start.ru_utime, cpu_end.ru_utime),
+                  ms(cpu_start.ru_stime, cpu_end.ru_stime), queries_ms);
+    json += line;
     json += "}";
   }
   cudaDeviceProp prop;
