@@ -28,16 +28,19 @@
 //
 // Since session 46, with bench/probes/syscall_count_shim.c preloaded
 // (LD_PRELOAD), each kind also gets the ioctl and sched_yield calls the
-// process made per query (<kind>_ioctls, <kind>_yields: whether the extra
-// microsecond beside a running kernel is a trip into the kernel driver),
-// and the JSON a shim check: the ioctls of one 64 MiB cudaMalloc and
-// cudaFree (zero there means the driver's ioctls bypass the shim, and zero
-// elsewhere says nothing). Without the shim these fields are absent.
+// process made through libc per query (<kind>_ioctls, <kind>_yields) and
+// in all (<kind>_ioctls_total, <kind>_yields_total), and the JSON a shim
+// check: the ioctls of one 64 MiB cudaMalloc and cudaFree (zero there means
+// the driver's ioctls bypass the shim, and zero elsewhere says nothing).
+// Without the shim these fields are absent and the check reads -1.
 //
-// Each state also gets the thread's user and system CPU time over its timed
-// rounds (getrusage RUSAGE_THREAD; cpu_user_ms, cpu_system_ms) beside the
-// timed queries' own sum (queries_ms): time spent in the kernel for any
-// reason, not only the shim's two calls, shows as system time.
+// Every state also gets (shim or not) the thread's user and system CPU
+// time over its timed rounds (getrusage RUSAGE_THREAD; cpu_user_ms,
+// cpu_system_ms) beside the timed queries' own sum (queries_ms): kernel
+// time for any reason (any system call, a page fault), not only the shim's
+// two calls, shows as system time. Where the kernel samples the split at
+// its ticks (a few ms) this tells whether most of a state's query time is
+// kernel time, not small shares of it.
 //
 // Two settings of the environment (session 45): PROBE_SCHED=spin|yield|
 // blocking sets the primary context's scheduling flag before it is created;
@@ -293,9 +296,12 @@ int main(int argc, char** argv) {
                     not_ready[k]);
       json += line;
       if (counts != nullptr) {
-        std::snprintf(line, sizeof(line), ", \"%s_ioctls\": %.3f, \"%s_yields\": %.3f",
+        std::snprintf(line, sizeof(line),
+                      ", \"%s_ioctls\": %.3f, \"%s_yields\": %.3f, \"%s_ioctls_total\": %lu, "
+                      "\"%s_yields_total\": %lu",
                       kKindNames[k], static_cast<double>(ioctls[k]) / reps, kKindNames[k],
-                      static_cast<double>(yields[k]) / reps);
+                      static_cast<double>(yields[k]) / reps, kKindNames[k], ioctls[k],
+                      kKindNames[k], yields[k]);
         json += line;
       }
     }
