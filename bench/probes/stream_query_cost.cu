@@ -28,8 +28,9 @@
 //
 // Since session 46, with bench/probes/syscall_count_shim.c preloaded
 // (LD_PRELOAD), each kind also gets the ioctl and sched_yield calls the
-// process made through libc per query (<kind>_ioctls, <kind>_yields) and
-// in all (<kind>_ioctls_total, <kind>_yields_total), and the JSON a shim
+// process made through libc over its timed queries (<kind>_ioctls_total,
+// <kind>_yields_total; session 46's records, from the probe before it
+// printed totals, have them per query as <kind>_ioctls), and the JSON a shim
 // check: the ioctls of one 64 MiB cudaMalloc and cudaFree (zero there means
 // the driver's ioctls bypass the shim, and zero elsewhere says nothing).
 // Without the shim these fields are absent and the check reads -1.
@@ -296,12 +297,8 @@ int main(int argc, char** argv) {
                     not_ready[k]);
       json += line;
       if (counts != nullptr) {
-        std::snprintf(line, sizeof(line),
-                      ", \"%s_ioctls\": %.3f, \"%s_yields\": %.3f, \"%s_ioctls_total\": %lu, "
-                      "\"%s_yields_total\": %lu",
-                      kKindNames[k], static_cast<double>(ioctls[k]) / reps, kKindNames[k],
-                      static_cast<double>(yields[k]) / reps, kKindNames[k], ioctls[k],
-                      kKindNames[k], yields[k]);
+        std::snprintf(line, sizeof(line), ", \"%s_ioctls_total\": %lu, \"%s_yields_total\": %lu",
+                      kKindNames[k], ioctls[k], kKindNames[k], yields[k]);
         json += line;
       }
     }
