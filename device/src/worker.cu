@@ -9,9 +9,15 @@
 // Dependency fields of TaskDesc are ignored: the tasks of one launch must be
 // independent. Used by tests, `gpuos demo` and the cuda_launch baselines.
 //
+// Tile launch (`gpuos_tiles_worker`, since ABI 13): the tiles of one task
+// as a kernel of their own on a stream the host chooses (TileLaunchParams,
+// abi.h; runtime::Runtime::LaunchTiles), each tile run as the persistent
+// worker runs it (the same items, tile_split.cuh).
+//
 // Image symbols, looked up by the host with cuModuleGetFunction /
 // cuModuleGetGlobal:
 //   gpuos_worker             this kernel
+//   gpuos_tiles_worker       the tile launcher
 //   gpuos_queue_worker       the persistent worker
 //   gpuos_op_table           OpFunction[gpuos_op_table_size] (generated manifest)
 //   gpuos_alias_table        unsigned int[kMaxLogicalOps]: logical operator -> slot
@@ -20,6 +26,7 @@
 #include "gpuos/device/op_call.cuh"
 #include "gpuos/device/phase_timing.cuh"
 #include "gpuos/device/queue.h"
+#include "gpuos/device/tile_split.cuh"
 
 extern "C" __device__ gpuos::device::OpFunction gpuos_op_table[];
 extern "C" __device__ unsigned int gpuos_op_table_size;
@@ -117,5 +124,53 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
     __syncthreads();
     if (threadIdx.x == 0 && status != nullptr) atomicAdd(&status->completed, 1u);
     GPUOS_PHASE_MARK(phase, 7);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
+    gpuos_tiles_worker(const __grid_constant__ gpuos::device::TileLaunchParams params) {
+  using gpuos::device::TensorDesc;
+  __shared__ __align__(16) unsigned char scratch[gpuos::device::kWorkerScratchBytes];
+  __shared__ __align__(16) TensorDesc table[gpuos::device::kLaunchTableMax];
+  __shared__ __align__(16) TaskDesc tile;
+  __shared__ gpuos::device::OpFunction op;
+  // The table and the task into shared memory, where the operators read
+  // them with generic loads (OpCall::table), 16 bytes a thread at a time.
+  const unsigned int num_tensors = params.num_tensors < gpuos::device::kLaunchTableMax
+                                       ? params.num_tensors
+                                       : gpuos::device::kLaunchTableMax;
+  constexpr unsigned int kDescWords = sizeof(TensorDesc) / 16;
+  for (unsigned int w = threadIdx.x; w < num_tensors * kDescWords; w += blockDim.x) {
+    reinterpret_cast<int4*>(table)[w] = reinterpret_cast<const int4*>(params.table)[w];
+  }
+  for (unsigned int w = threadIdx.x; w < sizeof(TaskDesc) / 16; w += blockDim.x) {
+    reinterpret_cast<int4*>(&tile)[w] = reinterpret_cast<const int4*>(&params.task)[w];
+  }
+  __syncthreads();
+  OpCall call;
+  call.task = &tile;
+  call.tensors = table;
+  call.scratch = scratch;
+  call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
+  call.num_tensors = num_tensors;
+  call.status = reinterpret_cast<gpuos::device::WorkerStatus*>(params.status);
+  call.table = tile.num_tensors != 0 && static_cast<unsigned int>(tile.tensors[0]) < num_tensors
+                   ? table + tile.tensors[0]
+                   : nullptr;
+  if (threadIdx.x == 0) op = gpuos_task_operator(call);
+  __syncthreads();
+  if (op == nullptr) return;  // a no-op, or an error reported
+  const unsigned int tiles = params.task.num_tiles != 0 ? params.task.num_tiles : 1u;
+  const long long chunk = gpuos::device::TileChunk(params.task, tiles);
+  for (unsigned int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    if (threadIdx.x == 0) {
+      gpuos::device::ChunkItems(params.task, chunk, t, &tile.begin, &tile.end);
+    }
+    __syncthreads();
+    const gpuos::device::OpFunction run = op;
+    GPUOS_OPERATOR_ABI
+    run(call);
+    // The next tile rewrites the items and may reuse the scratch memory.
+    __syncthreads();
   }
 }

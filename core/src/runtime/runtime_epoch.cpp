@@ -244,14 +244,27 @@ bool RuntimeImpl::UnloadOldestRetiredModuleIfFull() {
   return true;
 }
 
+void RuntimeImpl::UnloadModule(CUmodule module) {
+  const auto launched =
+      std::find(tile_launch_modules_.begin(), tile_launch_modules_.end(), module);
+  if (launched != tile_launch_modules_.end()) {
+    // Tile launches from it may still be queued on their callers' streams,
+    // and an unload does not wait for a module's kernels: the context's
+    // work first (no grid runs here, so nothing waits for the worker).
+    (void)driver_->cuCtxSynchronize();
+    tile_launch_modules_.erase(launched);
+  }
+  (void)driver_->cuModuleUnload(module);
+}
+
 void RuntimeImpl::UnloadOldestRetiredModule() {
   if (retired_modules_.empty()) return;
-  (void)driver_->cuModuleUnload(retired_modules_.front());
+  UnloadModule(retired_modules_.front());
   retired_modules_.erase(retired_modules_.begin());
 }
 
 void RuntimeImpl::UnloadRetiredModules() {
-  for (CUmodule module : retired_modules_) (void)driver_->cuModuleUnload(module);
+  for (CUmodule module : retired_modules_) UnloadModule(module);
   retired_modules_.clear();
 }
 

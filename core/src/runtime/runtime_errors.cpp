@@ -79,6 +79,10 @@ std::optional<device::WorkerStatus> RecordOf(const device::SubmissionError* reco
 
 }  // namespace
 
+std::string DescribeWorkerError(unsigned int error, unsigned int detail) {
+  return std::string(WorkerErrorName(error)) + " (" + WorkerErrorDetail(error, detail) + ")";
+}
+
 void SubmissionHistory::Add(const SubmissionSpan& span) {
   std::lock_guard<std::mutex> lock(mutex_);
   ring_[(span.sequence - 1) % ring_.size()] = span;

@@ -66,6 +66,8 @@ class RuntimeImpl final : public EpochDevice {
 
   // runtime_queue.cpp
   Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options = {});
+  // runtime_launch.cpp (Runtime::LaunchTiles).
+  Status LaunchTiles(const TaskGraph& graph, CUstream stream, std::uint64_t status_address);
   Status Wait(const Future& future, std::chrono::microseconds timeout);
   // Waits until `sequence` finished (its outcome: SubmissionResult), with
   // the watchdog. `task_count` is for the timeout's message (0: unknown).
@@ -191,6 +193,9 @@ class RuntimeImpl final : public EpochDevice {
   // oldest when kRetiredImagesKept are kept (true when it unloaded one).
   void UnloadRetiredModules();
   void UnloadOldestRetiredModule();
+  // REQUIRES: mutex_ (or shutdown), no grid running. cuModuleUnload, after
+  // the context's work where tile launches came from `module`.
+  void UnloadModule(CUmodule module);
   bool UnloadOldestRetiredModuleIfFull();
   // The staged image from Prepare (tables) and Load (module) until Commit.
   struct Pending {
@@ -243,6 +248,12 @@ class RuntimeImpl final : public EpochDevice {
   CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction queue_worker_ = nullptr;
+  // gpuos_tiles_worker of tiles_worker_module_ (looked up at the first
+  // LaunchTiles after module_ changes; guarded by mutex_).
+  CUfunction tiles_worker_ = nullptr;
+  CUmodule tiles_worker_module_ = nullptr;
+  // Modules that tile launches came from (UnloadModule waits for them).
+  std::vector<CUmodule> tile_launch_modules_;
   // CU_FUNC_ATTRIBUTE_NUM_REGS of queue_worker_, noted when it is loaded
   // (NoteWorkerRegisters; Stats() makes no driver call: it is valid after
   // Shutdown too).

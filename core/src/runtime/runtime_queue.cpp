@@ -618,7 +618,7 @@ Status RuntimeImpl::Shutdown() {
   if (device_block_ != 0) (void)driver_->cuMemFree(device_block_);
   // The pinned host block (queue control, completion words) stays until the
   // destructor: Futures and stats() may still read it after Shutdown().
-  if (module_ != nullptr) (void)driver_->cuModuleUnload(module_);
+  if (module_ != nullptr) UnloadModule(module_);
   UnloadRetiredModules();
   device_block_ = 0;
   module_ = nullptr;

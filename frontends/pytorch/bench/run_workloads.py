@@ -63,12 +63,15 @@ TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
 GPU_COUNTS = {"warmup": 20, "rounds": 40, "block": 10, "block_warmup": 2}
 SMOKE_COUNTS = {"warmup": 1, "rounds": 2, "block": 2, "block_warmup": 0}
 GPUOS_COUNTERS = ("submissions", "compiled_calls", "split_calls", "eager_calls", "tasks",
-                  "traces", "guard_misses", "worker_launches", "direct_submissions")
+                  "traces", "guard_misses", "worker_launches", "direct_submissions",
+                  "tile_launches")
 GPUOS_COMPILED = ("gpuos_compile", "gpuos_unstitched")  # their rows count gpuos's work
 # The runtimes' own counters (gpuos.stats()["runtimes"], summed over devices):
-# grids launched (a parked worker relaunched) and lone tiled submissions run
-# as direct tiles (docs/runtime.md).
-RUNTIME_COUNTERS = {"worker_launches": "launches", "direct_submissions": "direct_submissions"}
+# grids launched (a parked worker relaunched), lone tiled submissions run
+# as direct tiles (docs/runtime.md) and tasks run as tile launches (kernels
+# of their own on PyTorch's stream, docs/pytorch.md).
+RUNTIME_COUNTERS = {"worker_launches": "launches", "direct_submissions": "direct_submissions",
+                    "tile_launches": "tile_launches"}
 
 
 def _sync(device: torch.device) -> None:
@@ -151,6 +154,7 @@ def _gpuos_delta(delta: dict, calls: int) -> dict:
             "eager_calls": delta["eager_calls"], "traces": delta["traces"],
             "worker_launches": delta["worker_launches"],
             "direct_submissions": delta["direct_submissions"],
+            "tile_launches": delta["tile_launches"],
             "fallbacks": {k: v for k, v in delta["fallbacks"].items() if v},
             "fallback_reasons": delta["fallback_reasons"]}
 

@@ -177,6 +177,14 @@ Expected<bool> OpenLater() {
   return value.value_or(1) != 0;
 }
 
+// GPUOS_TORCH_TILE_LAUNCH=0: stitched programs of one stage run through the
+// worker like the others (for A/B runs); 1 or unset: as tile launches.
+Expected<bool> TileLaunchesOn() {
+  GPUOS_ASSIGN_OR_RETURN(const auto value,
+                         GetEnvInteger("GPUOS_TORCH_TILE_LAUNCH", 0, 1, "0 or 1"));
+  return value.value_or(1) != 0;
+}
+
 Expected<std::unique_ptr<Program>> Program::CreateStitched(
     runtime::Runtime& runtime, ProgramSpec spec, const registry::StitchedProgram& stitched) {
   std::unique_ptr<Program> program(new Program(runtime, spec.num_buffers));
@@ -211,12 +219,76 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
   (void)program->graph_.successors();
   program->task_counter_offset_ = stitched.task_counter_offset;
   program->stitched_ = true;
+  static const Expected<bool> tile_launches = TileLaunchesOn();
+  GPUOS_RETURN_IF_ERROR(tile_launches.status());
+  // One stage: no tile waits for another, so a launch's blocks may run its
+  // tiles in any order (Runtime::LaunchTiles).
+  if (*tile_launches && stitched.stages.size() == 1 &&
+      program->graph_.tensors().size() <= device::kLaunchTableMax) {
+    GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
+    void* host = nullptr;
+    GPUOS_RETURN_IF_ERROR(CudaStatus(
+        *driver,
+        driver->cuMemHostAlloc(&host, sizeof(device::WorkerStatus),
+                               CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+        "cuMemHostAlloc (a tile launch's status)"));
+    program->launch_status_ = static_cast<device::WorkerStatus*>(host);
+    *program->launch_status_ = device::WorkerStatus{};
+    CUdeviceptr address = 0;
+    GPUOS_RETURN_IF_ERROR(
+        CudaStatus(*driver, driver->cuMemHostGetDevicePointer(&address, host, 0),
+                   "cuMemHostGetDevicePointer (a tile launch's status)"));
+    program->launch_status_device_ = address;
+    program->tile_launch_ = true;
+  }
   program->spec_ = std::move(spec);
   return program;
 }
 
 Program::~Program() {
+  if (launch_status_ != nullptr) {
+    if (const auto driver = LoadCudaDriver(); driver.ok()) {
+      // The last launch may still report into the status.
+      if (last_launch_stream_ != nullptr) (void)(*driver)->cuStreamSynchronize(last_launch_stream_);
+      (void)(*driver)->cuMemFreeHost(launch_status_);
+    }
+  }
   if (counters_.address != 0) runtime_->Free(counters_);
+}
+
+Status Program::TileLaunchError(const CudaDriverApi& driver) {
+  volatile device::WorkerStatus* status = launch_status_;
+  if (status->error == 0) return Status::Ok();
+  // The failed kernel (and any launch after it) finished before the report
+  // is cleared and the counters zeroed.
+  if (last_launch_stream_ != nullptr) {
+    GPUOS_RETURN_IF_ERROR(
+        CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
+                   "cuStreamSynchronize (the stream of a failed tile launch)"));
+  }
+  const unsigned int error = status->error;
+  const unsigned int detail = status->detail;
+  status->error = 0;
+  status->task_id = 0;
+  status->detail = 0;
+  GPUOS_RETURN_IF_ERROR(ZeroCounters());
+  return Internal("an earlier run of this program (a tile launch) failed on the GPU: " +
+                  runtime::DescribeWorkerError(error, detail) +
+                  "; the results of that run and of any run after it are not valid");
+}
+
+Status Program::LaunchTiled(const CudaDriverApi& driver, CUstream stream) {
+  // Runs of a stitched program must not overlap (its counters): a launch on
+  // another stream than the last one waits for that one first.
+  if (last_launch_stream_ != nullptr && last_launch_stream_ != stream) {
+    GPUOS_RETURN_IF_ERROR(
+        CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
+                   "cuStreamSynchronize (the stream of the program's last tile launch)"));
+  }
+  StepTimer submit(LaunchStep::kSubmit);
+  GPUOS_RETURN_IF_ERROR(runtime_->LaunchTiles(graph_, stream, launch_status_device_));
+  last_launch_stream_ = stream;
+  return Status::Ok();
 }
 
 Expected<Program*> Program::Fallback() {
@@ -351,6 +423,20 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
     }
     GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
   }
+  if (tile_launch_) {
+    GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
+    GPUOS_RETURN_IF_ERROR(TileLaunchError(*driver));
+    reclaim.Stop();
+    StepTimer bind(LaunchStep::kBind);
+    GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
+    bind.Stop();
+    if (stream == nullptr) stream = CU_STREAM_LEGACY;
+    GPUOS_RETURN_IF_ERROR(LaunchTiled(*driver, stream));
+    started_ = this;
+    started_stream_ = stream;
+    started_tile_launch_ = true;
+    return Status::Ok();
+  }
   while (!pending_.empty() && pending_.front().Ready()) {
     const runtime::Future previous = pending_.front();
     pending_.pop_front();
@@ -375,6 +461,11 @@ Status Program::Finish() {
   started_ = nullptr;
   if (started == nullptr) return FailedPrecondition("Program::Finish without a Start before it");
   if (started != this) return started->Finish();
+  if (started_tile_launch_) {
+    // Enqueued on the stream, which orders everything after it.
+    started_tile_launch_ = false;
+    return Status::Ok();
+  }
   const CUstream stream = started_stream_;
   const runtime::Future launched = pending_.back();  // SubmitAfter's
   // The results are usually there within microseconds: waiting for them

@@ -73,7 +73,13 @@ class Program {
 
   // Binds the addresses and submits the graph ordered on `stream` (nullptr:
   // the legacy default stream): it starts after the work enqueued there so
-  // far, and work enqueued there later starts after it. The first half
+  // far, and work enqueued there later starts after it. A stitched program
+  // of one stage (its tiles wait for none of its own) is launched as a
+  // kernel of its own on `stream` instead (Runtime::LaunchTiles; tile
+  // launches, docs/pytorch.md, "Tile launches"; GPUOS_TORCH_TILE_LAUNCH=0
+  // turns them off): Launch returns once it is enqueued, and an operator
+  // error it reports surfaces at the program's next Launch. Otherwise the
+  // first half
   // (Start): the submission is published with a closed gate, opened once a
   // query finds `stream` idle; when it has unfinished work, the gated
   // submission is dropped, `stream` synchronized on the host and the graph
@@ -105,10 +111,14 @@ class Program {
 
   // No launch of this program (or of its unstitched fallback) is running
   // or unseen: each one's results were seen on the host. The buffers the
-  // last launch was bound to are then free of gpuos's use.
+  // last launch was bound to are then free of gpuos's use. A tile launch
+  // counts as seen: every later run is ordered after it (on its stream, or
+  // after a synchronize of it).
   bool Idle() const { return pending_.empty() && (fallback_ == nullptr || fallback_->Idle()); }
 
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
+  // Whether runs of this program are tile launches (above).
+  bool tile_launched() const { return tile_launch_; }
   std::uint32_t num_buffers() const { return num_buffers_; }
   bool stitched() const { return stitched_; }
   // Testing only (the GPU tests of a failed run): waits for the previous
@@ -141,6 +151,13 @@ class Program {
   // the counters are zeroed first.
   Status Finished(const runtime::Future& run);
   Status ZeroCounters();
+  // Tile launches: enqueues the bound graph on `stream` (after the last
+  // launch's stream finished, when that was another one).
+  Status LaunchTiled(const CudaDriverApi& driver, CUstream stream);
+  // The error an earlier tile launch reported (OK: none), once: its stream
+  // is synchronized, the report cleared and the counters zeroed.
+  Status TileLaunchError(const CudaDriverApi& driver);
+
   // The unstitched program of a stitched one, built on first use.
   Expected<Program*> Fallback();
 
@@ -158,6 +175,14 @@ class Program {
   std::size_t task_counter_offset_ = 0;  // stitched: the task's counter, after the stages'
   ProgramSpec spec_;                     // stitched: for Fallback()
   std::unique_ptr<Program> fallback_;
+  // Tile launches (stitched, one stage): the status the kernels report
+  // into (mapped pinned memory, its device address) and the stream of the
+  // last launch (nullptr: none yet).
+  bool tile_launch_ = false;
+  bool started_tile_launch_ = false;  // between Start and Finish
+  device::WorkerStatus* launch_status_ = nullptr;
+  std::uint64_t launch_status_device_ = 0;
+  CUstream last_launch_stream_ = nullptr;
   std::string stitch_note_;
 };
 

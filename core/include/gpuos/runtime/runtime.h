@@ -166,6 +166,8 @@ struct RuntimeStats {
   // submission completes, so a lower bound (briefly one behind a wait that
   // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
+  // Tasks run by LaunchTiles (kernels of their own, not through the queue).
+  std::uint64_t tile_launches = 0;
   // Of those, the ones the worker opened from the payload cache without
   // reading their ring slot (RuntimeConfig::payload_cache_entries), mirrored
   // the same way.
@@ -303,6 +305,11 @@ class Future {
   std::uint32_t task_count_ = 0;
 };
 
+// A device::WorkerStatus error and its detail in words ("tensor dtype
+// differs from the operator instantiation (tensor 2, counting inputs then
+// outputs from 0)"), as a failed Future's message gives them.
+std::string DescribeWorkerError(unsigned int error, unsigned int detail);
+
 class Runtime {
  public:
   // Opens device `config.device`, builds (or takes from the cache) the
@@ -346,6 +353,26 @@ class Runtime {
   // operations; the driver's error when the stream cannot take the write.
   // An empty graph returns an empty future at once (nothing to order).
   Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options);
+
+  // Runs `graph`'s one task as a kernel of its own on `stream` (nullptr: the
+  // legacy default stream), not through the worker's queue: block b runs
+  // tiles b, b + grid, ... of the task, each over the items the worker would
+  // give that tile, with the table carried in the launch's parameter (at most
+  // device::kLaunchTableMax descriptors). Ordered on `stream` as any kernel
+  // is; returns once the launch is enqueued (no future: wait on the stream).
+  // The task's tiles must not wait for one another (a stitched program of
+  // one stage; stages that wait for earlier ones need the worker's in-order
+  // tiles). Errors an operator reports go to the device::WorkerStatus at
+  // `status_address` (device-visible memory, 0: not reported), first one
+  // kept, written while the kernel runs. Doesn't start or stop the worker.
+  // The kernel comes from the image in use when it is enqueued: an image an
+  // epoch switch retires is unloaded only at a later park, where the driver's
+  // unload waits for the context's kernels. Errors: InvalidArgument for a
+  // graph of other than one task or with more descriptors than a launch
+  // carries; FailedPrecondition for an operator version no longer served;
+  // Unavailable after Shutdown; the driver's error when the launch fails.
+  Status LaunchTiles(const TaskGraph& graph, CUstream_st* stream,
+                     std::uint64_t status_address = 0);
 
   // Tells the worker that work is coming soon: a parked worker is launched
   // now (so a Submit shortly after finds it running instead of paying the

@@ -11,7 +11,7 @@
 // another layout.
 #pragma once
 
-#define GPUOS_RUNTIME_ABI_VERSION 12
+#define GPUOS_RUNTIME_ABI_VERSION 13
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define GPUOS_HOST_DEVICE __host__ __device__
@@ -165,6 +165,23 @@ struct alignas(16) WorkerParams {
   unsigned long long reserved[4];  // 0
 };
 
+// The tile launcher's one parameter (`gpuos_tiles_worker`, worker.cu; since
+// ABI 13): one tiled task and its descriptor table, by value, so that a
+// launch carries everything its tiles read and needs no copy before it.
+// grid = any number of blocks, block = kWorkerThreads threads; block b runs
+// tiles b, b + gridDim.x, ... of `task` (TaskDesc::num_tiles, 0 = 1), each
+// over the items that the persistent worker gives that tile (tile_split.cuh).
+// The task's dependency fields are ignored.
+constexpr unsigned int kLaunchTableMax = 16;  // descriptors a launch carries
+struct alignas(16) TileLaunchParams {
+  TaskDesc task;                      // bound to its operator's slot
+  TensorDesc table[kLaunchTableMax];  // task.tensors[k] index this
+  unsigned long long status;          // WorkerStatus*, or 0 to not report
+  unsigned int num_tensors;           // entries of `table` in use
+  unsigned int reserved0;             // 0
+  unsigned long long reserved[2];     // 0
+};
+
 static_assert(sizeof(long long) == 8 && sizeof(int) == 4 && sizeof(double) == 8,
               "gpuos ABI assumes LP64");
 static_assert(sizeof(TensorDesc) == 160, "TensorDesc layout changed: bump the ABI version");
@@ -173,6 +190,7 @@ static_assert(sizeof(TaskDesc) == 128, "TaskDesc layout changed: bump the ABI ve
 static_assert(alignof(TaskDesc) == 16, "TaskDesc alignment");
 static_assert(sizeof(WorkerStatus) == 16, "WorkerStatus layout changed");
 static_assert(sizeof(WorkerParams) == 64, "WorkerParams layout changed");
+static_assert(sizeof(TileLaunchParams) <= 4096, "a kernel parameter is at most 4 KiB");
 // NVRTC cannot evaluate offsetof in a constant expression, so field offsets
 // are checked by the host compiler only (both sides lay out these PODs by
 // the same rules; the sizes above are checked on both).

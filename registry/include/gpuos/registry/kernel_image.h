@@ -19,6 +19,7 @@ namespace gpuos::registry {
 // Symbols every image exports (device/src/worker.cu).
 inline constexpr const char* kWorkerKernelSymbol = "gpuos_worker";             // one-shot
 inline constexpr const char* kQueueWorkerKernelSymbol = "gpuos_queue_worker";  // persistent
+inline constexpr const char* kTilesWorkerKernelSymbol = "gpuos_tiles_worker";  // tile launcher
 // unsigned int[device::kMaxLogicalOps]: logical operator id -> slot.
 inline constexpr const char* kAliasTableSymbol = "gpuos_alias_table";
 inline constexpr const char* kOpTableSymbol = "gpuos_op_table";

@@ -1,0 +1,147 @@
+// Tile launches (Runtime::LaunchTiles, docs/runtime.md, "Tile launches"): a
+// graph's one tiled task run as a kernel of its own on a caller's stream.
+// Every tile covers the items the worker would give it, the launch is
+// ordered on its stream (held back by a host latch, it has not run; the
+// host did not wait), an operator's error lands in the caller's status, and
+// graphs a launch cannot carry are refused. Skips with the reason where
+// there is no GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "runtime_gpu_fixture.h"
+#include "runtime_stream_util.h"
+#include "runtime_test_util.h"
+
+namespace gpuos::runtime {
+namespace {
+
+using testing::DeviceTensor;
+using testing::Download;
+using testing::Filled;
+using testing::HostLatch;
+using testing::Upload;
+using testing::UserStream;
+
+class RuntimeLaunchGpuTest : public testing::GpuRuntimeTest {};
+
+constexpr std::size_t kN = 65536 + 37;  // tiles of 64-aligned chunks and a short last one
+
+std::vector<float> Ramp(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 101);
+  return v;
+}
+
+// out = x + 3 * ones, one tiled add: every element, so every tile ran over
+// its own items and none was skipped or run twice into a wrong place.
+TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
+  OPEN_OR_SKIP(runtime, Open());
+  auto x = Upload(*runtime, Ramp(kN));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  auto out = Upload(*runtime, Filled(kN, NAN));
+  ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "3"}}).ok());
+  ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
+  auto stream = UserStream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  const std::uint64_t before = runtime->stats().tile_launches;
+  const std::uint64_t submissions = runtime->stats().submissions;
+  ASSERT_OK(runtime->LaunchTiles(graph, (*stream)->get()));
+  ASSERT_OK((*stream)->Synchronize());
+  EXPECT_EQ(runtime->stats().tile_launches, before + 1);
+  EXPECT_EQ(runtime->stats().submissions, submissions);  // not through the queue
+  auto got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  const std::vector<float> xs = Ramp(kN);
+  for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 3.0f) << i;
+}
+
+// Held back by a latch, the launch has not run when LaunchTiles returns (the
+// host waits for nothing) and runs once the stream moves on.
+TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
+  OPEN_OR_SKIP(runtime, Open());
+  auto x = Upload(*runtime, Ramp(kN));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  auto out = Upload(*runtime, Filled(kN, -1.0f));
+  ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "2"}}).ok());
+  auto stream = UserStream::Create();
+  ASSERT_TRUE(stream.ok());
+  auto latch = HostLatch::Create();  // after the stream: opened and waited for first
+  ASSERT_TRUE(latch.ok());
+  ASSERT_OK((*latch)->HoldBack((*stream)->get()));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_OK(runtime->LaunchTiles(graph, (*stream)->get()));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ((*stream)->Query(), CUDA_ERROR_NOT_READY);
+  auto held = Download(*runtime, *out);
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ((*held)[0], -1.0f);
+  EXPECT_EQ((*held)[kN - 1], -1.0f);
+  (*latch)->Open();
+  ASSERT_OK((*stream)->Synchronize());
+  auto got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  const std::vector<float> xs = Ramp(kN);
+  for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 2.0f) << i;
+}
+
+// A failing operator reports into the caller's status (mapped memory): the
+// error code, the task and the ctx.fail() code; without a status the
+// launch still runs (nothing reported).
+TEST_F(RuntimeLaunchGpuTest, OperatorErrorsLandInTheCallersStatus) {
+  OPEN_OR_SKIP(runtime, OpenWithSpin(RuntimeConfig{}, "spin", "0.1.0",
+                                     "runtime_launch_gpu_test.cpp", "runtime_launch_test_cache.db"));
+  auto flag = Upload(*runtime, Filled(256, 0.0f));
+  ASSERT_TRUE(flag.ok());
+  TaskGraph failing(*runtime);
+  ASSERT_TRUE(failing.Add("spin", DType::kF32, {flag->desc}, {{"fail_code", "9"}}).ok());
+  auto stream = UserStream::Create();
+  ASSERT_TRUE(stream.ok());
+  const CudaDriverApi& driver = (*stream)->driver();
+  void* host = nullptr;
+  ASSERT_EQ(driver.cuMemHostAlloc(&host, sizeof(device::WorkerStatus), CU_MEMHOSTALLOC_DEVICEMAP),
+            CUDA_SUCCESS);
+  std::memset(host, 0, sizeof(device::WorkerStatus));
+  CUdeviceptr status_address = 0;
+  ASSERT_EQ(driver.cuMemHostGetDevicePointer(&status_address, host, 0), CUDA_SUCCESS);
+  ASSERT_OK(runtime->LaunchTiles(failing, (*stream)->get(), status_address));
+  ASSERT_OK((*stream)->Synchronize());
+  const auto* status = static_cast<const device::WorkerStatus*>(host);
+  EXPECT_EQ(status->error, device::kWorkerOperatorFailed);
+  EXPECT_EQ(status->detail, 9u);
+  EXPECT_NE(DescribeWorkerError(status->error, status->detail).find("code 9"), std::string::npos);
+  // The same task writing 5: runs with no status to report into.
+  TaskGraph writing(*runtime);
+  ASSERT_TRUE(writing.Add("spin", DType::kF32, {flag->desc}, {{"value", "5"}}).ok());
+  ASSERT_OK(runtime->LaunchTiles(writing, (*stream)->get()));
+  ASSERT_OK((*stream)->Synchronize());
+  auto got = Download(*runtime, *flag);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[255], 5.0f);
+  (void)driver.cuMemFreeHost(host);
+}
+
+TEST_F(RuntimeLaunchGpuTest, GraphsALaunchCannotCarryAreRefused) {
+  OPEN_OR_SKIP(runtime, Open());
+  auto a = Upload(*runtime, Filled(64, 1.0f));
+  ASSERT_TRUE(a.ok());
+  TaskGraph two(*runtime);
+  ASSERT_TRUE(two.Add("add", DType::kF32, {a->desc, a->desc, a->desc}).ok());
+  ASSERT_TRUE(two.Add("mul", DType::kF32, {a->desc, a->desc, a->desc}).ok());
+  const Status refused = runtime->LaunchTiles(two, nullptr);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("one task"), std::string::npos) << refused.message();
+  TaskGraph empty(*runtime);
+  EXPECT_EQ(runtime->LaunchTiles(empty, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(runtime->stats().tile_launches, 0u);
+}
+
+}  // namespace
+}  // namespace gpuos::runtime
