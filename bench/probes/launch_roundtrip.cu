@@ -155,10 +155,11 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaStreamSynchronize(side));
       }
       CHECK_CUDA(cudaGetLastError());
-      std::printf("%s  {\"tile_ns\": %llu, \"tiles\": %u, \"launch_idle_us\": %.3f, "
-                  "\"launch_resident_us\": %.3f, \"resident_call_us\": %.3f}",
-                  first ? "" : ",\n", ns, tiles, probe::Median(idle), probe::Median(resident),
-                  probe::Median(call));
+      std::printf(
+          "%s  {\"tile_ns\": %llu, \"tiles\": %u, \"launch_idle_us\": %.3f, "
+          "\"launch_resident_us\": %.3f, \"resident_call_us\": %.3f}",
+          first ? "" : ",\n", ns, tiles, probe::Median(idle), probe::Median(resident),
+          probe::Median(call));
       first = false;
     }
   }

@@ -9,7 +9,7 @@
 // Dependency fields of TaskDesc are ignored: the tasks of one launch must be
 // independent. Used by tests, `gpuos demo` and the cuda_launch baselines.
 //
-// Tile launch (`gpuos_tiles_worker`, since ABI 13): the tiles of one task
+// Tile launch (`gpuos_tiles_worker_<N>`, since ABI 13): the tiles of one task
 // as a kernel of their own on a stream the host chooses (TileLaunchParams,
 // abi.h; runtime::Runtime::LaunchTiles), each tile run as the persistent
 // worker runs it (the same items, tile_split.cuh).
@@ -17,7 +17,7 @@
 // Image symbols, looked up by the host with cuModuleGetFunction /
 // cuModuleGetGlobal:
 //   gpuos_worker             this kernel
-//   gpuos_tiles_worker       the tile launcher
+//   gpuos_tiles_worker_<N>   the tile launcher, N in kLaunchTableSizes
 //   gpuos_queue_worker       the persistent worker
 //   gpuos_op_table           OpFunction[gpuos_op_table_size] (generated manifest)
 //   gpuos_alias_table        unsigned int[kMaxLogicalOps]: logical operator -> slot
@@ -127,18 +127,18 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   }
 }
 
-extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
-    gpuos_tiles_worker(const __grid_constant__ gpuos::device::TileLaunchParams params) {
+// The tile launcher's body (gpuos_tiles_worker_<kTable>): stages the table
+// and the task in shared memory, where the operators read them with
+// generic loads (OpCall::table), then runs this block's tiles with the
+// operator the host resolved and checked (TileLaunchParamsOf::function).
+template <unsigned int kTable>
+__device__ __forceinline__ void RunLaunchedTiles(
+    const gpuos::device::TileLaunchParamsOf<kTable>& params) {
   using gpuos::device::TensorDesc;
   __shared__ __align__(16) unsigned char scratch[gpuos::device::kWorkerScratchBytes];
-  __shared__ __align__(16) TensorDesc table[gpuos::device::kLaunchTableMax];
+  __shared__ __align__(16) TensorDesc table[kTable];
   __shared__ __align__(16) TaskDesc tile;
-  __shared__ gpuos::device::OpFunction op;
-  // The table and the task into shared memory, where the operators read
-  // them with generic loads (OpCall::table), 16 bytes a thread at a time.
-  const unsigned int num_tensors = params.num_tensors < gpuos::device::kLaunchTableMax
-                                       ? params.num_tensors
-                                       : gpuos::device::kLaunchTableMax;
+  const unsigned int num_tensors = params.num_tensors < kTable ? params.num_tensors : kTable;
   constexpr unsigned int kDescWords = sizeof(TensorDesc) / 16;
   for (unsigned int w = threadIdx.x; w < num_tensors * kDescWords; w += blockDim.x) {
     reinterpret_cast<int4*>(table)[w] = reinterpret_cast<const int4*>(params.table)[w];
@@ -146,7 +146,7 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   for (unsigned int w = threadIdx.x; w < sizeof(TaskDesc) / 16; w += blockDim.x) {
     reinterpret_cast<int4*>(&tile)[w] = reinterpret_cast<const int4*>(&params.task)[w];
   }
-  __syncthreads();
+  __syncthreads();  // staged before thread 0 sets a tile's items
   OpCall call;
   call.task = &tile;
   call.tensors = table;
@@ -154,23 +154,29 @@ extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)
   call.scratch_bytes = gpuos::device::kWorkerScratchBytes;
   call.num_tensors = num_tensors;
   call.status = reinterpret_cast<gpuos::device::WorkerStatus*>(params.status);
-  call.table = tile.num_tensors != 0 && static_cast<unsigned int>(tile.tensors[0]) < num_tensors
-                   ? table + tile.tensors[0]
-                   : nullptr;
-  if (threadIdx.x == 0) op = gpuos_task_operator(call);
-  __syncthreads();
-  if (op == nullptr) return;  // a no-op, or an error reported
+  call.table = params.task.num_tensors != 0 ? table + params.task.tensors[0] : nullptr;
+  const auto run = reinterpret_cast<gpuos::device::OpFunction>(params.function);
   const unsigned int tiles = params.task.num_tiles != 0 ? params.task.num_tiles : 1u;
   const long long chunk = gpuos::device::TileChunk(params.task, tiles);
   for (unsigned int t = blockIdx.x; t < tiles; t += gridDim.x) {
     if (threadIdx.x == 0) {
       gpuos::device::ChunkItems(params.task, chunk, t, &tile.begin, &tile.end);
     }
-    __syncthreads();
-    const gpuos::device::OpFunction run = op;
+    __syncthreads();  // this tile's items
     GPUOS_OPERATOR_ABI
     run(call);
     // The next tile rewrites the items and may reuse the scratch memory.
     __syncthreads();
   }
 }
+
+#define GPUOS_TILES_WORKER(kTable)                                                    \
+  extern "C" __global__ void __launch_bounds__(gpuos::device::kWorkerThreads)         \
+      gpuos_tiles_worker_##kTable(                                                    \
+          const __grid_constant__ gpuos::device::TileLaunchParamsOf<kTable> params) { \
+    RunLaunchedTiles<kTable>(params);                                                 \
+  }
+GPUOS_TILES_WORKER(4)
+GPUOS_TILES_WORKER(16)
+static_assert(gpuos::device::kLaunchTableSizes[0] == 4 && gpuos::device::kLaunchTableSizes[1] == 16,
+              "one gpuos_tiles_worker_<N> per size of kLaunchTableSizes");

@@ -45,7 +45,8 @@ TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
   auto out = Upload(*runtime, Filled(kN, NAN));
   ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
   TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "3"}}).ok());
+  ASSERT_TRUE(
+      graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "3"}}).ok());
   ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
   auto stream = UserStream::Create();
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
@@ -70,7 +71,8 @@ TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
   auto out = Upload(*runtime, Filled(kN, -1.0f));
   ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
   TaskGraph graph(*runtime);
-  ASSERT_TRUE(graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "2"}}).ok());
+  ASSERT_TRUE(
+      graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "2"}}).ok());
   auto stream = UserStream::Create();
   ASSERT_TRUE(stream.ok());
   auto latch = HostLatch::Create();  // after the stream: opened and waited for first
@@ -96,8 +98,9 @@ TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
 // error code, the task and the ctx.fail() code; without a status the
 // launch still runs (nothing reported).
 TEST_F(RuntimeLaunchGpuTest, OperatorErrorsLandInTheCallersStatus) {
-  OPEN_OR_SKIP(runtime, OpenWithSpin(RuntimeConfig{}, "spin", "0.1.0",
-                                     "runtime_launch_gpu_test.cpp", "runtime_launch_test_cache.db"));
+  OPEN_OR_SKIP(runtime,
+               OpenWithSpin(RuntimeConfig{}, "spin", "0.1.0", "runtime_launch_gpu_test.cpp",
+                            "runtime_launch_test_cache.db"));
   auto flag = Upload(*runtime, Filled(256, 0.0f));
   ASSERT_TRUE(flag.ok());
   TaskGraph failing(*runtime);

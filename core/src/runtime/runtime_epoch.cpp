@@ -245,8 +245,7 @@ bool RuntimeImpl::UnloadOldestRetiredModuleIfFull() {
 }
 
 void RuntimeImpl::UnloadModule(CUmodule module) {
-  const auto launched =
-      std::find(tile_launch_modules_.begin(), tile_launch_modules_.end(), module);
+  const auto launched = std::find(tile_launch_modules_.begin(), tile_launch_modules_.end(), module);
   if (launched != tile_launch_modules_.end()) {
     // Tile launches from it may still be queued on their callers' streams,
     // and an unload does not wait for a module's kernels: the context's

@@ -68,6 +68,7 @@ class RuntimeImpl final : public EpochDevice {
   Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options = {});
   // runtime_launch.cpp (Runtime::LaunchTiles).
   Status LaunchTiles(const TaskGraph& graph, CUstream stream, std::uint64_t status_address);
+  static constexpr std::size_t kTileLaunchers = 2;  // sizes in device::kLaunchTableSizes
   Status Wait(const Future& future, std::chrono::microseconds timeout);
   // Waits until `sequence` finished (its outcome: SubmissionResult), with
   // the watchdog. `task_count` is for the timeout's message (0: unknown).
@@ -196,6 +197,8 @@ class RuntimeImpl final : public EpochDevice {
   // REQUIRES: mutex_ (or shutdown), no grid running. cuModuleUnload, after
   // the context's work where tile launches came from `module`.
   void UnloadModule(CUmodule module);
+  // REQUIRES mutex_. The tile launchers and operator table of module_.
+  Status LoadTileLaunchers();
   bool UnloadOldestRetiredModuleIfFull();
   // The staged image from Prepare (tables) and Load (module) until Commit.
   struct Pending {
@@ -248,9 +251,12 @@ class RuntimeImpl final : public EpochDevice {
   CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction queue_worker_ = nullptr;
-  // gpuos_tiles_worker of tiles_worker_module_ (looked up at the first
-  // LaunchTiles after module_ changes; guarded by mutex_).
-  CUfunction tiles_worker_ = nullptr;
+  // Of tiles_worker_module_ (looked up at the first LaunchTiles after
+  // module_ changes, LoadTileLaunchers; guarded by mutex_): its
+  // gpuos_tiles_worker_<N> per size of device::kLaunchTableSizes, and its
+  // operator table's function addresses.
+  CUfunction tile_launchers_[kTileLaunchers] = {};
+  std::vector<std::uint64_t> launch_functions_;
   CUmodule tiles_worker_module_ = nullptr;
   // Modules that tile launches came from (UnloadModule waits for them).
   std::vector<CUmodule> tile_launch_modules_;

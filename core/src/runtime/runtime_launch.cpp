@@ -1,6 +1,6 @@
 // Tile launches (docs/runtime.md, "Tile launches"): one tiled task run as a
 // kernel of its own on the caller's stream (device/src/worker.cu,
-// gpuos_tiles_worker) instead of through the persistent worker's queue.
+// gpuos_tiles_worker_<N>) instead of through the persistent worker's queue.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -8,6 +8,67 @@
 #include "runtime_impl.h"
 
 namespace gpuos::runtime {
+namespace {
+
+constexpr std::size_t kLaunchSizes =
+    sizeof(device::kLaunchTableSizes) / sizeof(device::kLaunchTableSizes[0]);
+static_assert(kLaunchSizes == RuntimeImpl::kTileLaunchers, "one launcher per table size");
+
+// Fills the parameter of the launcher for tables of kTable descriptors and
+// launches it.
+template <unsigned int kTable>
+CUresult LaunchWith(const CudaDriverApi& driver, CUfunction function, const device::TaskDesc& task,
+                    const std::vector<device::TensorDesc>& tensors, std::uint64_t operator_function,
+                    std::uint64_t status, CUstream stream) {
+  device::TileLaunchParamsOf<kTable> params;
+  std::memset(&params, 0, sizeof(params));
+  params.task = task;
+  std::copy(tensors.begin(), tensors.end(), params.table);
+  params.num_tensors = static_cast<unsigned int>(tensors.size());
+  params.status = status;
+  params.function = operator_function;
+  // One block a tile: the task's tiles do not wait for one another (the
+  // caller's contract, Runtime::LaunchTiles), so any grid is safe.
+  const unsigned int grid = std::min(std::max(task.num_tiles, 1u), 0x7fffffffu);
+  void* args[] = {&params};
+  return driver.cuLaunchKernel(function, grid, 1, 1, device::kWorkerThreads, 1, 1, 0, stream, args,
+                               nullptr);
+}
+
+}  // namespace
+
+Status RuntimeImpl::LoadTileLaunchers() {
+  if (tiles_worker_module_ == module_) return Status::Ok();
+  for (std::size_t i = 0; i < kLaunchSizes; ++i) {
+    const std::string symbol = std::string(registry::kTilesWorkerKernelPrefix) +
+                               std::to_string(device::kLaunchTableSizes[i]);
+    GPUOS_RETURN_IF_ERROR(
+        Cuda(driver_->cuModuleGetFunction(&tile_launchers_[i], module_, symbol.c_str()),
+             "cuModuleGetFunction(" + symbol + ")"));
+  }
+  // The operator table's function addresses, fixed for a loaded image: a
+  // launch passes its operator's, so no block resolves it (two dependent
+  // loads) before its first tile.
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuModuleGetGlobal(&address, &bytes, module_, registry::kOpTableSymbol),
+           "cuModuleGetGlobal(gpuos_op_table)"));
+  std::vector<std::uint64_t> functions(bytes / sizeof(std::uint64_t));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuMemcpyDtoHAsync(functions.data(), address,
+                                      functions.size() * sizeof(std::uint64_t), copy_stream_),
+           "reading the image's operator table"));
+  GPUOS_RETURN_IF_ERROR(
+      Cuda(driver_->cuStreamSynchronize(copy_stream_), "reading the image's operator table"));
+  launch_functions_ = std::move(functions);
+  tiles_worker_module_ = module_;
+  if (std::find(tile_launch_modules_.begin(), tile_launch_modules_.end(), module_) ==
+      tile_launch_modules_.end()) {
+    tile_launch_modules_.push_back(module_);
+  }
+  return Status::Ok();
+}
 
 Status RuntimeImpl::LaunchTiles(const TaskGraph& graph, CUstream stream,
                                 std::uint64_t status_address) {
@@ -30,33 +91,33 @@ Status RuntimeImpl::LaunchTiles(const TaskGraph& graph, CUstream stream,
       return FailedPrecondition(table_.Unresolvable(logical));
     }
   }
-  // The function of the image in use; an epoch switch replaces module_.
-  if (tiles_worker_module_ != module_ || tiles_worker_ == nullptr) {
-    CUfunction function = nullptr;
-    GPUOS_RETURN_IF_ERROR(
-        Cuda(driver_->cuModuleGetFunction(&function, module_, registry::kTilesWorkerKernelSymbol),
-             "cuModuleGetFunction(gpuos_tiles_worker)"));
-    tiles_worker_ = function;
-    tiles_worker_module_ = module_;
-    tile_launch_modules_.push_back(module_);
+  GPUOS_RETURN_IF_ERROR(LoadTileLaunchers());
+  device::TaskDesc task = BoundTask(tasks.front());
+  task.task_id = next_task_id_++;
+  if (task.opcode == 0) return Status::Ok();  // a no-op: nothing to run
+  // What the worker checks before it calls an operator (gpuos_task_operator).
+  if (task.opcode >= launch_functions_.size() || launch_functions_[task.opcode] == 0) {
+    return Internal("LaunchTiles: operator slot " + std::to_string(task.opcode) +
+                    " is empty in the loaded image");
   }
-  device::TileLaunchParams params;
-  std::memset(&params, 0, sizeof(params));
-  params.task = BoundTask(tasks.front());
-  params.task.task_id = next_task_id_++;
-  std::copy(tensors.begin(), tensors.end(), params.table);
-  params.num_tensors = static_cast<unsigned int>(tensors.size());
-  params.status = status_address;
-  const unsigned int tiles = std::max(params.task.num_tiles, 1u);
-  // One block a tile: the task's tiles do not wait for one another (a
-  // caller's contract, Runtime::LaunchTiles), so any grid is safe; a grid
-  // dimension holds 2^31 - 1 blocks.
-  const unsigned int grid = std::min(tiles, 0x7fffffffu);
-  void* args[] = {&params};
-  GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuLaunchKernel(tiles_worker_, grid, 1, 1,
-                                                     device::kWorkerThreads, 1, 1, 0, stream,
-                                                     args, nullptr),
-                             "cuLaunchKernel(gpuos_tiles_worker)"));
+  if (task.num_tensors > static_cast<unsigned int>(device::kMaxTaskTensors)) {
+    return InvalidArgument("LaunchTiles: a task of " + std::to_string(task.num_tensors) +
+                           " tensors");
+  }
+  for (unsigned int k = 0; k < task.num_tensors; ++k) {
+    if (task.tensors[k] < 0 || static_cast<std::size_t>(task.tensors[k]) >= tensors.size()) {
+      return InvalidArgument("LaunchTiles: tensor " + std::to_string(k) +
+                             " of the task is outside the graph's table");
+    }
+  }
+  const std::uint64_t function = launch_functions_[task.opcode];
+  const CUresult launched =
+      tensors.size() <= device::kLaunchTableSizes[0]
+          ? LaunchWith<device::kLaunchTableSizes[0]>(*driver_, tile_launchers_[0], task, tensors,
+                                                     function, status_address, stream)
+          : LaunchWith<device::kLaunchTableSizes[1]>(*driver_, tile_launchers_[1], task, tensors,
+                                                     function, status_address, stream);
+  GPUOS_RETURN_IF_ERROR(Cuda(launched, "cuLaunchKernel(gpuos_tiles_worker)"));
   ++stats_.tile_launches;
   return Status::Ok();
 }

@@ -227,17 +227,16 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
       program->graph_.tensors().size() <= device::kLaunchTableMax) {
     GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
     void* host = nullptr;
-    GPUOS_RETURN_IF_ERROR(CudaStatus(
-        *driver,
-        driver->cuMemHostAlloc(&host, sizeof(device::WorkerStatus),
-                               CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
-        "cuMemHostAlloc (a tile launch's status)"));
+    GPUOS_RETURN_IF_ERROR(
+        CudaStatus(*driver,
+                   driver->cuMemHostAlloc(&host, sizeof(device::WorkerStatus),
+                                          CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+                   "cuMemHostAlloc (a tile launch's status)"));
     program->launch_status_ = static_cast<device::WorkerStatus*>(host);
     *program->launch_status_ = device::WorkerStatus{};
     CUdeviceptr address = 0;
-    GPUOS_RETURN_IF_ERROR(
-        CudaStatus(*driver, driver->cuMemHostGetDevicePointer(&address, host, 0),
-                   "cuMemHostGetDevicePointer (a tile launch's status)"));
+    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuMemHostGetDevicePointer(&address, host, 0),
+                                     "cuMemHostGetDevicePointer (a tile launch's status)"));
     program->launch_status_device_ = address;
     program->tile_launch_ = true;
   }
@@ -262,9 +261,8 @@ Status Program::TileLaunchError(const CudaDriverApi& driver) {
   // The failed kernel (and any launch after it) finished before the report
   // is cleared and the counters zeroed.
   if (last_launch_stream_ != nullptr) {
-    GPUOS_RETURN_IF_ERROR(
-        CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
-                   "cuStreamSynchronize (the stream of a failed tile launch)"));
+    GPUOS_RETURN_IF_ERROR(CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
+                                     "cuStreamSynchronize (the stream of a failed tile launch)"));
   }
   const unsigned int error = status->error;
   const unsigned int detail = status->detail;

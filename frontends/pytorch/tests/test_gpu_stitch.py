@@ -361,7 +361,9 @@ def test_completion_fence_follows_its_switch_and_results_match(gpu, switch, fenc
         assert s["compiled_calls"] == 50 and s["stitched_programs"] == 1, s
         print("fence", s["runtimes"]["cuda:0"]["completion_fence"])
     """)
-    done = _python(script, GPUOS_TORCH_GPU_FENCE=switch)
+    # Through the worker (a one-stage program is a tile launch by default,
+    # with no completion word to fence).
+    done = _python(script, GPUOS_TORCH_GPU_FENCE=switch, GPUOS_TORCH_TILE_LAUNCH="0")
     assert done.returncode == 0 and f"fence {fence}" in done.stdout, done.stdout + done.stderr
 
 
@@ -403,7 +405,9 @@ def test_stream_tracker_skips_queries_and_keeps_the_order(gpu):
         print("skipped_with_work", skipped() - before)
         print("ok")
     """)
-    done = _python(script, GPUOS_TORCH_STREAM_TRACKER="1")
+    # Through the worker: a tile launch (the default for this one-stage
+    # program) is ordered by its stream and makes no query to skip.
+    done = _python(script, GPUOS_TORCH_STREAM_TRACKER="1", GPUOS_TORCH_TILE_LAUNCH="0")
     assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
     state = done.stdout.split("tracker ", 1)[1].splitlines()[0]
     if state != "on":
@@ -411,6 +415,59 @@ def test_stream_tracker_skips_queries_and_keeps_the_order(gpu):
     skipped = int(done.stdout.split("skipped ", 1)[1].splitlines()[0])
     assert skipped >= 20, done.stdout
     assert "skipped_with_work 0" in done.stdout, done.stdout
+
+
+def _runtime_count(name: str) -> int:
+    return json.loads(_runtime.runtime(0).stats_json())[name]
+
+
+def test_one_stage_programs_run_as_tile_launches_in_stream_order(gpu):
+    """A one-stage stitched program (attention) runs as a kernel of its own
+    on PyTorch's current stream (docs/pytorch.md, "Tile launches"): each
+    call's input comes from a product still running on that stream, and on
+    a side stream for some calls (the program's next launch on the default
+    stream waits for the side stream's), and every result is right; none
+    goes through the worker's queue."""
+    def attention(q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
+
+    generator = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(8, 128, 64, generator=generator).to(gpu) for _ in range(3))
+    big = torch.randn(2048, 2048, generator=generator).to(gpu)
+    f = gpuos.compile(attention)
+    _close(f(q, k, v), attention(q, k, v))  # traced and built
+    launches, direct = _runtime_count("tile_launches"), _runtime_count("direct_submissions")
+    side = torch.cuda.Stream(device=gpu)
+    for i in range(20):
+        stream = side if i % 5 == 4 else torch.cuda.current_stream(gpu)
+        with torch.cuda.stream(stream):
+            pending = (big @ big)[:8, :128].reshape(8, 128, 1) * 0.0  # still running
+            x = q * (i + 2) + pending
+            got = f(x, k, v)
+            _close(got, attention(x, k, v))
+    torch.cuda.synchronize(gpu)
+    assert _runtime_count("tile_launches") - launches == 20
+    assert _runtime_count("direct_submissions") == direct
+
+
+def test_tile_launches_off_run_one_stage_programs_through_the_worker(gpu):
+    """GPUOS_TORCH_TILE_LAUNCH=0: the same program goes through the worker's
+    queue (as direct tiles), results unchanged."""
+    script = _ATTENTION_SCRIPT_START + textwrap.dedent("""
+        import json
+        from gpuos import _runtime
+        for i in range(20):
+            x = q * (i + 2)
+            torch.testing.assert_close(f(x, k, v), attention(x, k, v), rtol=1e-4, atol=1e-5)
+        s = json.loads(_runtime.runtime(0).stats_json())
+        print("counts", s["tile_launches"], s["submissions"])
+    """)
+    done = _python(script, GPUOS_TORCH_TILE_LAUNCH="0")
+    assert done.returncode == 0 and "counts" in done.stdout, done.stdout + done.stderr
+    launches, submissions = map(int, done.stdout.split("counts ", 1)[1].split()[:2])
+    assert launches == 0 and submissions >= 20, done.stdout
+    bad = _python(_ATTENTION_SCRIPT_START + "f(q, k, v)\n", GPUOS_TORCH_TILE_LAUNCH="2")
+    assert bad.returncode != 0 and "GPUOS_TORCH_TILE_LAUNCH" in bad.stderr, bad.stderr
 
 
 def test_bad_host_wait_is_refused_by_name(gpu):

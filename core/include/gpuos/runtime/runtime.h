@@ -358,8 +358,10 @@ class Runtime {
   // legacy default stream), not through the worker's queue: block b runs
   // tiles b, b + grid, ... of the task, each over the items the worker would
   // give that tile, with the table carried in the launch's parameter (at most
-  // device::kLaunchTableMax descriptors). Ordered on `stream` as any kernel
-  // is; returns once the launch is enqueued (no future: wait on the stream).
+  // device::kLaunchTableMax descriptors) and the operator resolved and its
+  // tensors checked here. Ordered on `stream` as any kernel is; returns once
+  // the launch is enqueued (no future: wait on the stream). A no-op task
+  // launches nothing.
   // The task's tiles must not wait for one another (a stitched program of
   // one stage; stages that wait for earlier ones need the worker's in-order
   // tiles). Errors an operator reports go to the device::WorkerStatus at
@@ -368,11 +370,11 @@ class Runtime {
   // The kernel comes from the image in use when it is enqueued: an image an
   // epoch switch retires is unloaded only at a later park, where the driver's
   // unload waits for the context's kernels. Errors: InvalidArgument for a
-  // graph of other than one task or with more descriptors than a launch
-  // carries; FailedPrecondition for an operator version no longer served;
+  // graph of other than one task, with more descriptors than a launch
+  // carries or a tensor index outside them; FailedPrecondition for an
+  // operator version no longer served; Internal for a slot the image lacks;
   // Unavailable after Shutdown; the driver's error when the launch fails.
-  Status LaunchTiles(const TaskGraph& graph, CUstream_st* stream,
-                     std::uint64_t status_address = 0);
+  Status LaunchTiles(const TaskGraph& graph, CUstream_st* stream, std::uint64_t status_address = 0);
 
   // Tells the worker that work is coming soon: a parked worker is launched
   // now (so a Submit shortly after finds it running instead of paying the

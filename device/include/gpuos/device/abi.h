@@ -165,22 +165,31 @@ struct alignas(16) WorkerParams {
   unsigned long long reserved[4];  // 0
 };
 
-// The tile launcher's one parameter (`gpuos_tiles_worker`, worker.cu; since
-// ABI 13): one tiled task and its descriptor table, by value, so that a
-// launch carries everything its tiles read and needs no copy before it.
+// The tile launcher's one parameter (`gpuos_tiles_worker_<N>`, worker.cu;
+// since ABI 13): one tiled task and its descriptor table, by value, so that
+// a launch carries everything its tiles read and needs no copy before it.
 // grid = any number of blocks, block = kWorkerThreads threads; block b runs
 // tiles b, b + gridDim.x, ... of `task` (TaskDesc::num_tiles, 0 = 1), each
 // over the items that the persistent worker gives that tile (tile_split.cuh).
-// The task's dependency fields are ignored.
-constexpr unsigned int kLaunchTableMax = 16;  // descriptors a launch carries
-struct alignas(16) TileLaunchParams {
-  TaskDesc task;                      // bound to its operator's slot
-  TensorDesc table[kLaunchTableMax];  // task.tensors[k] index this
-  unsigned long long status;          // WorkerStatus*, or 0 to not report
-  unsigned int num_tensors;           // entries of `table` in use
-  unsigned int reserved0;             // 0
-  unsigned long long reserved[2];     // 0
+// The task's dependency fields are ignored. One kernel per table size in
+// kLaunchTableSizes: a launch takes the smallest that holds its table (a
+// parameter of 800 bytes instead of 2.7 KB for a stitched program of up to
+// 60 buffers).
+template <unsigned int kTable>
+struct alignas(16) TileLaunchParamsOf {
+  TaskDesc task;              // bound to its operator's slot (opcode)
+  TensorDesc table[kTable];   // task.tensors[k] index this
+  unsigned long long status;  // WorkerStatus*, or 0 to not report
+  // The operator's function (the image's gpuos_op_table[task.opcode], read
+  // by the host once an image), its tensors checked by the host: the
+  // kernel calls it without resolving or checking the task.
+  unsigned long long function;
+  unsigned int num_tensors;  // entries of `table` in use
+  unsigned int reserved0;    // 0
+  unsigned long long reserved;
 };
+constexpr unsigned int kLaunchTableSizes[] = {4, 16};
+constexpr unsigned int kLaunchTableMax = 16;  // the largest size
 
 static_assert(sizeof(long long) == 8 && sizeof(int) == 4 && sizeof(double) == 8,
               "gpuos ABI assumes LP64");
@@ -190,7 +199,8 @@ static_assert(sizeof(TaskDesc) == 128, "TaskDesc layout changed: bump the ABI ve
 static_assert(alignof(TaskDesc) == 16, "TaskDesc alignment");
 static_assert(sizeof(WorkerStatus) == 16, "WorkerStatus layout changed");
 static_assert(sizeof(WorkerParams) == 64, "WorkerParams layout changed");
-static_assert(sizeof(TileLaunchParams) <= 4096, "a kernel parameter is at most 4 KiB");
+static_assert(sizeof(TileLaunchParamsOf<kLaunchTableMax>) <= 4096,
+              "a kernel parameter is at most 4 KiB");
 // NVRTC cannot evaluate offsetof in a constant expression, so field offsets
 // are checked by the host compiler only (both sides lay out these PODs by
 // the same rules; the sizes above are checked on both).

@@ -220,7 +220,6 @@ __device__ __forceinline__ bool DirectHelpWanted(unsigned long long board_word,
   return blockIdx.x <= board.helpers;
 }
 
-
 // The ring slot of submission `sequence` (1, 2, ...).
 __device__ __forceinline__ unsigned int SlotOf(const Queue& q, unsigned long long sequence) {
   const unsigned int capacity = q.submission_capacity;
@@ -229,7 +228,6 @@ __device__ __forceinline__ unsigned int SlotOf(const Queue& q, unsigned long lon
   }
   return static_cast<unsigned int>((sequence - 1) % capacity);
 }
-
 
 // A tile's TaskDesc differs from its task's in its first kTileOwnWords
 // 16-byte words only (the items and the tensor indices): RunDirectTiles

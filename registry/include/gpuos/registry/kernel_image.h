@@ -19,7 +19,8 @@ namespace gpuos::registry {
 // Symbols every image exports (device/src/worker.cu).
 inline constexpr const char* kWorkerKernelSymbol = "gpuos_worker";             // one-shot
 inline constexpr const char* kQueueWorkerKernelSymbol = "gpuos_queue_worker";  // persistent
-inline constexpr const char* kTilesWorkerKernelSymbol = "gpuos_tiles_worker";  // tile launcher
+// The tile launchers: this prefix, then a size of device::kLaunchTableSizes.
+inline constexpr const char* kTilesWorkerKernelPrefix = "gpuos_tiles_worker_";
 // unsigned int[device::kMaxLogicalOps]: logical operator id -> slot.
 inline constexpr const char* kAliasTableSymbol = "gpuos_alias_table";
 inline constexpr const char* kOpTableSymbol = "gpuos_op_table";
