@@ -307,6 +307,11 @@ Status Program::ZeroCounters() {
 Status Program::TestingOnlySetFinishedRuns(std::uint64_t runs) {
   if (!stitched_) return FailedPrecondition("TestingOnlySetFinishedRuns: not a stitched program");
   GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
+  if (last_launch_stream_ != nullptr) {  // the counters' copy below is not on that stream
+    GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
+    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuStreamSynchronize(last_launch_stream_),
+                                     "cuStreamSynchronize (the last tile launch's stream)"));
+  }
   // The graph's one task: the stitched operator's, with all its tiles.
   const std::uint64_t count = runs * graph_.tasks().front().num_tiles;
   return runtime_->CopyToDevice(counters_.address + task_counter_offset_, &count, sizeof(count));

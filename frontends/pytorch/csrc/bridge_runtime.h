@@ -106,8 +106,9 @@ class Program {
   Status Start(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
   Status Finish();
 
-  // Runtime::KeepWarm of the program's runtime.
-  Status KeepWarm() { return runtime_->KeepWarm(); }
+  // Runtime::KeepWarm of the program's runtime; nothing for tile launches,
+  // which do not use the worker (a resident worker would slow them down).
+  Status KeepWarm() { return tile_launch_ ? Status::Ok() : runtime_->KeepWarm(); }
 
   // No launch of this program (or of its unstitched fallback) is running
   // or unseen: each one's results were seen on the host. The buffers the

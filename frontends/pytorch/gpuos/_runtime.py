@@ -103,7 +103,7 @@ def trace_capacity() -> int:
 # the others by the extension.
 SWITCHES = ("GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION", "GPUOS_STITCH_ATTENTION_MMA",
             "GPUOS_STITCH_FLAGS", "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER",
-            "GPUOS_TORCH_FAST_CALL", "GPUOS_TORCH_GPU_FENCE")
+            "GPUOS_TORCH_FAST_CALL", "GPUOS_TORCH_GPU_FENCE", "GPUOS_TORCH_TILE_LAUNCH")
 
 
 def switch_on(name: str) -> bool:

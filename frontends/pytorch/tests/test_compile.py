@@ -224,7 +224,8 @@ def test_the_cpp_call_path_refuses_what_is_not_a_program():
 @pytest.mark.parametrize("name", ["GPUOS_FUSION", "GPUOS_STITCH", "GPUOS_STITCH_ATTENTION",
                                   "GPUOS_STITCH_ATTENTION_MMA", "GPUOS_STITCH_FLAGS",
                                   "GPUOS_TORCH_OVERLAP", "GPUOS_TORCH_OPEN_LATER",
-                                  "GPUOS_TORCH_FAST_CALL", "GPUOS_TORCH_GPU_FENCE"])
+                                  "GPUOS_TORCH_FAST_CALL", "GPUOS_TORCH_GPU_FENCE",
+                                  "GPUOS_TORCH_TILE_LAUNCH"])
 @pytest.mark.parametrize("value", ["off", "false", "2", " 0"])
 def test_a_switch_set_to_anything_but_0_or_1_is_refused_by_name(monkeypatch, name, value):
     """Checked before the runtime opens (and GPUOS_FUSION where it is read),
