@@ -49,6 +49,7 @@
   X(cuModuleGetFunction)               \
   X(cuModuleGetGlobal)                 \
   X(cuFuncGetAttribute)                \
+  X(cuFuncLoad)                        \
   X(cuLaunchKernel)                    \
   X(cuStreamCreate)                    \
   X(cuStreamDestroy)                   \

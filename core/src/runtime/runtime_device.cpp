@@ -224,6 +224,17 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
     GPUOS_RETURN_IF_ERROR(
         Cuda(driver_->cuModuleGetFunction(worker, loaded, registry::kQueueWorkerKernelSymbol),
              "cuModuleGetFunction(gpuos_queue_worker)"));
+    // The tile launchers (runtime_launch.cpp) loaded now, while no kernel
+    // runs: under lazy loading (CUDA_MODULE_LOADING, LAZY by default) a
+    // function is loaded at its first use, which waited for the context's
+    // work: a first LaunchTiles behind a held stream never returned.
+    for (unsigned int size : device::kLaunchTableSizes) {
+      const std::string symbol = registry::kTilesWorkerKernelPrefix + std::to_string(size);
+      CUfunction launcher = nullptr;
+      GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuModuleGetFunction(&launcher, loaded, symbol.c_str()),
+                                 "cuModuleGetFunction(" + symbol + ")"));
+      GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuFuncLoad(launcher), "cuFuncLoad(" + symbol + ")"));
+    }
     return ReserveWorkerStack(*worker);
   }();
   if (!checked.ok()) {
