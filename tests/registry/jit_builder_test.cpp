@@ -35,7 +35,7 @@ TEST(JitBuilderTest, ToolchainIsDescribed) {
   EXPECT_TRUE(has("sm_80"));
   EXPECT_TRUE(has("sm_90"));
   EXPECT_FALSE(toolchain.toolkit_include_dir.empty()) << toolchain.toolkit_include_error;
-  EXPECT_EQ(toolchain.runtime_abi_version, 12u);  // GPUOS_RUNTIME_ABI_VERSION
+  EXPECT_EQ(toolchain.runtime_abi_version, 13u);  // GPUOS_RUNTIME_ABI_VERSION
 }
 
 TEST(JitBuilderTest, UnknownArchIsAClearError) {
@@ -149,7 +149,7 @@ TEST(JitBuilderTest, WarmRebuildHitsTheImageCacheAndCompilesNothing) {
   EXPECT_EQ(first->arch, "sm_90");
   EXPECT_EQ(first->entries.size(), 3u);
   EXPECT_EQ(first->table_size, 4u);
-  EXPECT_EQ(first->abi_version, 12u);  // GPUOS_RUNTIME_ABI_VERSION
+  EXPECT_EQ(first->abi_version, 13u);  // GPUOS_RUNTIME_ABI_VERSION
   EXPECT_EQ(cold.operators, 2);
   EXPECT_EQ(cold.instantiations, 3);
   // Two operators, the device sources and the table.
