@@ -245,11 +245,19 @@ bool RuntimeImpl::UnloadOldestRetiredModuleIfFull() {
 }
 
 void RuntimeImpl::UnloadModule(CUmodule module) {
+  // A later module may get the same handle: the tile launchers' cache must
+  // not take it for this one's.
+  if (tiles_worker_module_ == module) {
+    tiles_worker_module_ = nullptr;
+    launch_functions_.clear();
+  }
   const auto launched = std::find(tile_launch_modules_.begin(), tile_launch_modules_.end(), module);
   if (launched != tile_launch_modules_.end()) {
     // Tile launches from it may still be queued on their callers' streams,
     // and an unload does not wait for a module's kernels: the context's
-    // work first (no grid runs here, so nothing waits for the worker).
+    // work first (no grid runs here, so nothing waits for the worker; a
+    // stream held back indefinitely holds this, as it holds a deferred
+    // cuMemFree at the same points).
     (void)driver_->cuCtxSynchronize();
     tile_launch_modules_.erase(launched);
   }

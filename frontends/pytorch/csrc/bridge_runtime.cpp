@@ -225,20 +225,21 @@ Expected<std::unique_ptr<Program>> Program::CreateStitched(
   // tiles in any order (Runtime::LaunchTiles).
   if (*tile_launches && stitched.stages.size() == 1 &&
       program->graph_.tensors().size() <= device::kLaunchTableMax) {
+    // Without its status word (pinned memory), the program runs through the
+    // worker instead.
     GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
     void* host = nullptr;
-    GPUOS_RETURN_IF_ERROR(
-        CudaStatus(*driver,
-                   driver->cuMemHostAlloc(&host, sizeof(device::WorkerStatus),
-                                          CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
-                   "cuMemHostAlloc (a tile launch's status)"));
-    program->launch_status_ = static_cast<device::WorkerStatus*>(host);
-    *program->launch_status_ = device::WorkerStatus{};
     CUdeviceptr address = 0;
-    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuMemHostGetDevicePointer(&address, host, 0),
-                                     "cuMemHostGetDevicePointer (a tile launch's status)"));
-    program->launch_status_device_ = address;
-    program->tile_launch_ = true;
+    if (driver->cuMemHostAlloc(&host, sizeof(device::WorkerStatus),
+                               CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) ==
+        CUDA_SUCCESS) {
+      program->launch_status_ = static_cast<device::WorkerStatus*>(host);
+      *program->launch_status_ = device::WorkerStatus{};
+      if (driver->cuMemHostGetDevicePointer(&address, host, 0) == CUDA_SUCCESS) {
+        program->launch_status_device_ = address;
+        program->tile_launch_ = true;
+      }
+    }
   }
   program->spec_ = std::move(spec);
   return program;
@@ -418,6 +419,15 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
     for (std::uint32_t b = 0; b < num_buffers && b < num_buffers_; ++b) {
       if (addresses[b] % 16 != 0) {
         // The stitched code assumes 16-byte aligned buffers (vector loads).
+        // A tile launch on another stream may still use the workspace the
+        // caller hands on (Idle() counts it seen): it finishes first.
+        const CUstream here = stream == nullptr ? CU_STREAM_LEGACY : stream;
+        if (last_launch_stream_ != nullptr && last_launch_stream_ != here) {
+          GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
+          GPUOS_RETURN_IF_ERROR(
+              CudaStatus(*driver, driver->cuStreamSynchronize(last_launch_stream_),
+                         "cuStreamSynchronize (the program's last tile launch's stream)"));
+        }
         GPUOS_ASSIGN_OR_RETURN(Program * fallback, Fallback());
         GPUOS_RETURN_IF_ERROR(fallback->Start(addresses, num_buffers, stream));
         started_ = fallback;

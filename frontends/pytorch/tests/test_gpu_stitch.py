@@ -438,14 +438,16 @@ def test_one_stage_programs_run_as_tile_launches_in_stream_order(gpu):
     _close(f(q, k, v), attention(q, k, v))  # traced and built
     launches, direct = _runtime_count("tile_launches"), _runtime_count("direct_submissions")
     side = torch.cuda.Stream(device=gpu)
+    runs = []  # checked after all of them: no synchronize between a switch of streams
     for i in range(20):
         stream = side if i % 5 == 4 else torch.cuda.current_stream(gpu)
         with torch.cuda.stream(stream):
             pending = (big @ big)[:8, :128].reshape(8, 128, 1) * 0.0  # still running
             x = q * (1 + i / 20) + pending  # q's scale: scores (and f32 sums' rounding) as _close takes
-            got = f(x, k, v)
-            _close(got, attention(x, k, v))
+            runs.append((f(x, k, v), attention(x, k, v)))
     torch.cuda.synchronize(gpu)
+    for got, want in runs:
+        _close(got, want)
     assert _runtime_count("tile_launches") - launches == 20
     assert _runtime_count("direct_submissions") == direct
 
