@@ -3,8 +3,8 @@
 // Every tile covers the items the worker would give it, the launch is
 // ordered on its stream (held back by a host latch, it has not run; the
 // host did not wait), an operator's error lands in the caller's status, and
-// graphs a launch cannot carry are refused. Skips with the reason where
-// there is no GPU.
+// graphs a launch cannot carry are refused; address tables reach every tile
+// through both launchers. Skips with the reason where there is no GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,15 +14,18 @@
 
 #include "runtime_gpu_fixture.h"
 #include "runtime_stream_util.h"
+#include "runtime_table_pack.h"
 #include "runtime_test_util.h"
 
 namespace gpuos::runtime {
 namespace {
 
+using testing::AddAddressSum;
 using testing::DeviceTensor;
 using testing::Download;
 using testing::Filled;
 using testing::HostLatch;
+using testing::TablePackConfig;
 using testing::Upload;
 using testing::UserStream;
 
@@ -129,6 +132,33 @@ TEST_F(RuntimeLaunchGpuTest, OperatorErrorsLandInTheCallersStatus) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ((*got)[255], 5.0f);
   (void)driver.cuMemFreeHost(host);
+}
+
+// An address table (a stitched program's way) reaches every tile through
+// either launcher: 25 addresses (the anchor and two records: the launcher
+// of 4 descriptors) and 100 (six: the launcher of 16). Tile t writes
+// sum(k * value at address k) + t.
+TEST_F(RuntimeLaunchGpuTest, AddressTablesReachEveryTileThroughEitherLauncher) {
+  OPEN_OR_SKIP(runtime, OpenConfig(TablePackConfig()));
+  auto stream = UserStream::Create();
+  ASSERT_TRUE(stream.ok());
+  for (std::size_t count : {std::size_t{25}, std::size_t{100}}) {
+    std::vector<float> values(count);
+    for (std::size_t k = 0; k < count; ++k) values[k] = static_cast<float>(k % 7 + 1);
+    auto held = Upload(*runtime, values);
+    auto out = Upload(*runtime, Filled(5, NAN));
+    ASSERT_TRUE(held.ok() && out.ok());
+    TaskGraph graph(*runtime);
+    ASSERT_OK(AddAddressSum(graph, *out, *held, count, 5));
+    EXPECT_EQ(graph.tensors().size(), 1 + (count + 19) / 20) << count;
+    ASSERT_OK(runtime->LaunchTiles(graph, (*stream)->get()));
+    ASSERT_OK((*stream)->Synchronize());
+    auto got = Download(*runtime, *out);
+    ASSERT_TRUE(got.ok());
+    float sum = 0;
+    for (std::size_t k = 0; k < count; ++k) sum += static_cast<float>(k) * values[k];
+    EXPECT_EQ(*got, (std::vector<float>{sum, sum + 1, sum + 2, sum + 3, sum + 4})) << count;
+  }
 }
 
 TEST_F(RuntimeLaunchGpuTest, GraphsALaunchCannotCarryAreRefused) {
