@@ -10,7 +10,7 @@
 // independent. Used by tests, `gpuos demo` and the cuda_launch baselines.
 //
 // Tile launch (`gpuos_tiles_worker_<N>`, since ABI 13): the tiles of one task
-// as a kernel of their own on a stream the host chooses (TileLaunchParams,
+// as a kernel of their own on a stream the host chooses (TileLaunchParamsOf,
 // abi.h; runtime::Runtime::LaunchTiles), each tile run as the persistent
 // worker runs it (the same items, tile_split.cuh).
 //

@@ -229,7 +229,7 @@ Status RuntimeImpl::LoadModule(const registry::KernelImage& image,
     // function is loaded at its first use, which waited for the context's
     // work: a first LaunchTiles behind a held stream never returned.
     for (unsigned int size : device::kLaunchTableSizes) {
-      const std::string symbol = registry::kTilesWorkerKernelPrefix + std::to_string(size);
+      const std::string symbol = registry::TilesWorkerKernelSymbol(size);
       CUfunction launcher = nullptr;
       GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuModuleGetFunction(&launcher, loaded, symbol.c_str()),
                                  "cuModuleGetFunction(" + symbol + ")"));

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -68,7 +69,6 @@ class RuntimeImpl final : public EpochDevice {
   Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options = {});
   // runtime_launch.cpp (Runtime::LaunchTiles).
   Status LaunchTiles(const TaskGraph& graph, CUstream stream, std::uint64_t status_address);
-  static constexpr std::size_t kTileLaunchers = 2;  // sizes in device::kLaunchTableSizes
   Status Wait(const Future& future, std::chrono::microseconds timeout);
   // Waits until `sequence` finished (its outcome: SubmissionResult), with
   // the watchdog. `task_count` is for the timeout's message (0: unknown).
@@ -237,6 +237,9 @@ class RuntimeImpl final : public EpochDevice {
   std::string NameTask(std::uint32_t task_id) const;
 
   std::uint64_t LoadDone(std::uint32_t slot) const;
+  // REQUIRES mutex_. FailedPrecondition naming the first logical operator
+  // of `graph` that no served version resolves (Submit, LaunchTiles).
+  Status CheckServed(const TaskGraph& graph) const;
   // A graph's task as Submit stages it: bound to its operator's slot.
   device::TaskDesc BoundTask(const device::TaskDesc& graph_task) const;
 
@@ -255,7 +258,7 @@ class RuntimeImpl final : public EpochDevice {
   // module_ changes, LoadTileLaunchers; guarded by mutex_): its
   // gpuos_tiles_worker_<N> per size of device::kLaunchTableSizes, and its
   // operator table's function addresses.
-  CUfunction tile_launchers_[kTileLaunchers] = {};
+  CUfunction tile_launchers_[std::size(device::kLaunchTableSizes)] = {};
   std::vector<std::uint64_t> launch_functions_;
   CUmodule tiles_worker_module_ = nullptr;
   // Modules that tile launches came from (UnloadModule waits for them).

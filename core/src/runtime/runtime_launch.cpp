@@ -3,16 +3,13 @@
 // gpuos_tiles_worker_<N>) instead of through the persistent worker's queue.
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "runtime_impl.h"
 
 namespace gpuos::runtime {
 namespace {
-
-constexpr std::size_t kLaunchSizes =
-    sizeof(device::kLaunchTableSizes) / sizeof(device::kLaunchTableSizes[0]);
-static_assert(kLaunchSizes == RuntimeImpl::kTileLaunchers, "one launcher per table size");
 
 // Fills the parameter of the launcher for tables of kTable descriptors and
 // launches it.
@@ -39,9 +36,8 @@ CUresult LaunchWith(const CudaDriverApi& driver, CUfunction function, const devi
 
 Status RuntimeImpl::LoadTileLaunchers() {
   if (tiles_worker_module_ == module_) return Status::Ok();
-  for (std::size_t i = 0; i < kLaunchSizes; ++i) {
-    const std::string symbol = std::string(registry::kTilesWorkerKernelPrefix) +
-                               std::to_string(device::kLaunchTableSizes[i]);
+  for (std::size_t i = 0; i < std::size(device::kLaunchTableSizes); ++i) {
+    const std::string symbol = registry::TilesWorkerKernelSymbol(device::kLaunchTableSizes[i]);
     GPUOS_RETURN_IF_ERROR(
         Cuda(driver_->cuModuleGetFunction(&tile_launchers_[i], module_, symbol.c_str()),
              "cuModuleGetFunction(" + symbol + ")"));
@@ -86,11 +82,7 @@ Status RuntimeImpl::LaunchTiles(const TaskGraph& graph, CUstream stream,
   std::lock_guard<std::mutex> lock(mutex_);
   if (shut_down_) return Unavailable("the runtime was shut down");
   GPUOS_RETURN_IF_ERROR(MakeCurrent());
-  for (std::uint32_t logical : graph.logical_ops()) {
-    if (logical != 0 && table_.Slot(logical) == 0) {
-      return FailedPrecondition(table_.Unresolvable(logical));
-    }
-  }
+  GPUOS_RETURN_IF_ERROR(CheckServed(graph));
   GPUOS_RETURN_IF_ERROR(LoadTileLaunchers());
   device::TaskDesc task = BoundTask(tasks.front());
   task.task_id = next_task_id_++;

@@ -155,11 +155,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   if (graph.empty()) return Future{};
   GPUOS_RETURN_IF_ERROR(MakeCurrent());
   GPUOS_RETURN_IF_ERROR(CheckWaitFor(options));
-  for (std::uint32_t logical : graph.logical_ops()) {
-    if (logical != 0 && table_.Slot(logical) == 0) {
-      return FailedPrecondition(table_.Unresolvable(logical));
-    }
-  }
+  GPUOS_RETURN_IF_ERROR(CheckServed(graph));
   // A scheduler plugin decides the order of the roots (runtime_plugins.h);
   // the default, fifo, is not called: the graph's order costs nothing.
   std::vector<std::uint32_t> staging_order;  // empty: the graph's order
@@ -364,6 +360,15 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   future.first_task_id_ = first_id;
   future.task_count_ = task_count;
   return future;
+}
+
+Status RuntimeImpl::CheckServed(const TaskGraph& graph) const {
+  for (std::uint32_t logical : graph.logical_ops()) {
+    if (logical != 0 && table_.Slot(logical) == 0) {
+      return FailedPrecondition(table_.Unresolvable(logical));
+    }
+  }
+  return Status::Ok();
 }
 
 device::TaskDesc RuntimeImpl::BoundTask(const device::TaskDesc& graph_task) const {

@@ -261,10 +261,7 @@ Status Program::TileLaunchError(const CudaDriverApi& driver) {
   if (status->error == 0) return Status::Ok();
   // The failed kernel (and any launch after it) finished before the report
   // is cleared and the counters zeroed.
-  if (last_launch_stream_ != nullptr) {
-    GPUOS_RETURN_IF_ERROR(CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
-                                     "cuStreamSynchronize (the stream of a failed tile launch)"));
-  }
+  GPUOS_RETURN_IF_ERROR(AwaitLastTileLaunch(driver));
   const unsigned int error = status->error;
   const unsigned int detail = status->detail;
   status->error = 0;
@@ -276,14 +273,16 @@ Status Program::TileLaunchError(const CudaDriverApi& driver) {
                   "; the results of that run and of any run after it are not valid");
 }
 
+Status Program::AwaitLastTileLaunch(const CudaDriverApi& driver, CUstream unless) {
+  if (last_launch_stream_ == nullptr || last_launch_stream_ == unless) return Status::Ok();
+  return CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
+                    "cuStreamSynchronize (the stream of the program's last tile launch)");
+}
+
 Status Program::LaunchTiled(const CudaDriverApi& driver, CUstream stream) {
   // Runs of a stitched program must not overlap (its counters): a launch on
   // another stream than the last one waits for that one first.
-  if (last_launch_stream_ != nullptr && last_launch_stream_ != stream) {
-    GPUOS_RETURN_IF_ERROR(
-        CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
-                   "cuStreamSynchronize (the stream of the program's last tile launch)"));
-  }
+  GPUOS_RETURN_IF_ERROR(AwaitLastTileLaunch(driver, stream));
   StepTimer submit(LaunchStep::kSubmit);
   GPUOS_RETURN_IF_ERROR(runtime_->LaunchTiles(graph_, stream, launch_status_device_));
   last_launch_stream_ = stream;
@@ -310,8 +309,7 @@ Status Program::TestingOnlySetFinishedRuns(std::uint64_t runs) {
   GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
   if (last_launch_stream_ != nullptr) {  // the counters' copy below is not on that stream
     GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
-    GPUOS_RETURN_IF_ERROR(CudaStatus(*driver, driver->cuStreamSynchronize(last_launch_stream_),
-                                     "cuStreamSynchronize (the last tile launch's stream)"));
+    GPUOS_RETURN_IF_ERROR(AwaitLastTileLaunch(*driver));
   }
   // The graph's one task: the stitched operator's, with all its tiles.
   const std::uint64_t count = runs * graph_.tasks().front().num_tiles;
@@ -421,12 +419,10 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
         // The stitched code assumes 16-byte aligned buffers (vector loads).
         // A tile launch on another stream may still use the workspace the
         // caller hands on (Idle() counts it seen): it finishes first.
-        const CUstream here = stream == nullptr ? CU_STREAM_LEGACY : stream;
-        if (last_launch_stream_ != nullptr && last_launch_stream_ != here) {
+        if (last_launch_stream_ != nullptr) {
           GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
           GPUOS_RETURN_IF_ERROR(
-              CudaStatus(*driver, driver->cuStreamSynchronize(last_launch_stream_),
-                         "cuStreamSynchronize (the program's last tile launch's stream)"));
+              AwaitLastTileLaunch(*driver, stream == nullptr ? CU_STREAM_LEGACY : stream));
         }
         GPUOS_ASSIGN_OR_RETURN(Program * fallback, Fallback());
         GPUOS_RETURN_IF_ERROR(fallback->Start(addresses, num_buffers, stream));
@@ -447,7 +443,6 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
     GPUOS_RETURN_IF_ERROR(LaunchTiled(*driver, stream));
     started_ = this;
     started_stream_ = stream;
-    started_tile_launch_ = true;
     return Status::Ok();
   }
   while (!pending_.empty() && pending_.front().Ready()) {
@@ -474,11 +469,9 @@ Status Program::Finish() {
   started_ = nullptr;
   if (started == nullptr) return FailedPrecondition("Program::Finish without a Start before it");
   if (started != this) return started->Finish();
-  if (started_tile_launch_) {
-    // Enqueued on the stream, which orders everything after it.
-    started_tile_launch_ = false;
-    return Status::Ok();
-  }
+  // A tile launch (this program's runs are all tile launches) is enqueued on
+  // its stream, which orders everything after it.
+  if (tile_launch_) return Status::Ok();
   const CUstream stream = started_stream_;
   const runtime::Future launched = pending_.back();  // SubmitAfter's
   // The results are usually there within microseconds: waiting for them

@@ -118,8 +118,6 @@ class Program {
   bool Idle() const { return pending_.empty() && (fallback_ == nullptr || fallback_->Idle()); }
 
   std::uint32_t num_tasks() const { return static_cast<std::uint32_t>(graph_.size()); }
-  // Whether runs of this program are tile launches (above).
-  bool tile_launched() const { return tile_launch_; }
   std::uint32_t num_buffers() const { return num_buffers_; }
   bool stitched() const { return stitched_; }
   // Testing only (the GPU tests of a failed run): waits for the previous
@@ -155,6 +153,9 @@ class Program {
   // Tile launches: enqueues the bound graph on `stream` (after the last
   // launch's stream finished, when that was another one).
   Status LaunchTiled(const CudaDriverApi& driver, CUstream stream);
+  // Synchronizes the stream of the program's last tile launch, unless there
+  // is none or it is `unless` (a run about to be ordered on that stream).
+  Status AwaitLastTileLaunch(const CudaDriverApi& driver, CUstream unless = nullptr);
   // The error an earlier tile launch reported (OK: none), once: its stream
   // is synchronized, the report cleared and the counters zeroed.
   Status TileLaunchError(const CudaDriverApi& driver);
@@ -180,7 +181,6 @@ class Program {
   // into (mapped pinned memory, its device address) and the stream of the
   // last launch (nullptr: none yet).
   bool tile_launch_ = false;
-  bool started_tile_launch_ = false;  // between Start and Finish
   device::WorkerStatus* launch_status_ = nullptr;
   std::uint64_t launch_status_device_ = 0;
   CUstream last_launch_stream_ = nullptr;

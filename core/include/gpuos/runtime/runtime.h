@@ -368,8 +368,9 @@ class Runtime {
   // `status_address` (device-visible memory, 0: not reported), first one
   // kept, written while the kernel runs. Doesn't start or stop the worker.
   // The kernel comes from the image in use when it is enqueued: an image an
-  // epoch switch retires is unloaded only at a later park, where the driver's
-  // unload waits for the context's kernels. Errors: InvalidArgument for a
+  // epoch switch retires, once a launch came from it, is unloaded only after
+  // a synchronize of the whole context (an unload does not wait for its
+  // kernels; docs/runtime.md, "Tile launches"). Errors: InvalidArgument for a
   // graph of other than one task, with more descriptors than a launch
   // carries or a tensor index outside them; FailedPrecondition for an
   // operator version no longer served; Internal for a slot the image lacks;

@@ -189,7 +189,7 @@ struct alignas(16) TileLaunchParamsOf {
   unsigned long long reserved;
 };
 constexpr unsigned int kLaunchTableSizes[] = {4, 16};
-constexpr unsigned int kLaunchTableMax = 16;  // the largest size
+constexpr unsigned int kLaunchTableMax = kLaunchTableSizes[1];  // the largest size
 
 static_assert(sizeof(long long) == 8 && sizeof(int) == 4 && sizeof(double) == 8,
               "gpuos ABI assumes LP64");

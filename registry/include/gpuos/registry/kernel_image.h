@@ -19,8 +19,11 @@ namespace gpuos::registry {
 // Symbols every image exports (device/src/worker.cu).
 inline constexpr const char* kWorkerKernelSymbol = "gpuos_worker";             // one-shot
 inline constexpr const char* kQueueWorkerKernelSymbol = "gpuos_queue_worker";  // persistent
-// The tile launchers: this prefix, then a size of device::kLaunchTableSizes.
-inline constexpr const char* kTilesWorkerKernelPrefix = "gpuos_tiles_worker_";
+// The tile launcher for tables of `size` descriptors (a size of
+// device::kLaunchTableSizes): "gpuos_tiles_worker_<size>".
+inline std::string TilesWorkerKernelSymbol(unsigned int size) {
+  return "gpuos_tiles_worker_" + std::to_string(size);
+}
 // unsigned int[device::kMaxLogicalOps]: logical operator id -> slot.
 inline constexpr const char* kAliasTableSymbol = "gpuos_alias_table";
 inline constexpr const char* kOpTableSymbol = "gpuos_op_table";
