@@ -1,4 +1,5 @@
-// Probe (session 47): what a call that launches its tiles as a kernel of its
+// Probe (session 47; the resident variants _own, _poll, _event and
+// launch_idle_poll since session 48): what a call that launches its tiles as a kernel of its
 // own on the caller's stream costs the host, against a call through a
 // resident kernel, each followed by the synchronize of the legacy default
 // stream that the PyTorch benchmark makes after every call (docs/pytorch.md,
@@ -10,9 +11,23 @@
 //   launch_idle      cudaLaunchKernel of `tiles` blocks of 256 threads on the
 //                    legacy stream, each spinning W ns (globaltimer), then
 //                    cuStreamSynchronize(CU_STREAM_LEGACY); nothing resident
+//   launch_idle_poll the launch of launch_resident_poll (below), nothing resident
 //   launch_resident  the same while a kernel of one 256-thread block per SM
 //                    spins on a mapped flag on a non-blocking stream of its
 //                    own (the worker's way, 256 ns naps)
+//   launch_resident_own   the same, but the launch on a non-blocking stream of
+//                    its own and cuStreamSynchronize of that stream (is the
+//                    cost the legacy stream's?)
+//   launch_resident_poll  the same launch on the legacy stream, block 0 then
+//                    writes a sequence number into mapped memory; timed until
+//                    the host sees it, without a synchronize (the legacy
+//                    stream is synchronized after the sample): does the kernel
+//                    start late, or does the synchronize return late?
+//   launch_resident_event the same launch, then an event recorded on the legacy
+//                    stream and cuEventSynchronize (the driver's other wait)
+//   launch_after_stop     the host asks a resident spinner to exit (its
+//                    mapped flag), then launches and synchronizes as
+//                    launch_idle (the spinner relaunched, untimed, before each)
 //   resident_call    the host writes a sequence number into mapped memory; a
 //                    resident kernel's block 0 sees it, spins W ns, writes it
 //                    back (__threadfence_system); the host polls for it, then
@@ -49,6 +64,18 @@ __global__ void Tiles(unsigned long long ns, unsigned int* out) {
   if (threadIdx.x == 0) SpinNs(ns);
   __syncthreads();
   out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x;
+}
+
+// Tiles, then block 0 thread 0 writes `seq` into mapped memory.
+__global__ void TilesThenFlag(unsigned long long ns, unsigned int* out, unsigned int seq,
+                              volatile unsigned int* flag) {
+  if (threadIdx.x == 0) SpinNs(ns);
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    __threadfence_system();
+    *flag = seq;
+  }
 }
 
 // One block per SM, thread 0 napping until *stop.
@@ -102,6 +129,13 @@ int main(int argc, char** argv) {
   unsigned int* started = probe::MappedZeroed(&started_dev);
   unsigned int* go = probe::MappedZeroed(&go_dev);
   unsigned int* done = probe::MappedZeroed(&done_dev);
+  unsigned int* flag_dev;
+  unsigned int* flag = probe::MappedZeroed(&flag_dev);
+  unsigned int flag_seq = 0;
+  cudaStream_t mine;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking));
+  cudaEvent_t event;
+  CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   unsigned int* out = nullptr;
   CHECK_CUDA(cudaMalloc(&out, 1024 * kThreads * sizeof(unsigned int)));
   cudaStream_t side;
@@ -115,7 +149,30 @@ int main(int argc, char** argv) {
   bool first = true;
   for (unsigned long long ns : tile_ns) {
     for (unsigned int tiles : tile_counts) {
-      std::vector<double> idle, resident, call;
+      std::vector<double> idle, idle_poll, resident, resident_own, resident_poll, resident_event,
+          stopped, call;
+      auto launch_own = [&](std::vector<double>* sample) {
+        const double t0 = probe::NowUs();
+        Tiles<<<tiles, kThreads, 0, mine>>>(ns, out);
+        CHECK_CUDA(cudaStreamSynchronize(mine));
+        if (sample != nullptr) sample->push_back(probe::NowUs() - t0);
+      };
+      auto launch_poll = [&](std::vector<double>* sample) {
+        const unsigned int seq = ++flag_seq;
+        const double t0 = probe::NowUs();
+        TilesThenFlag<<<tiles, kThreads, 0, cudaStreamLegacy>>>(ns, out, seq, flag_dev);
+        while (*reinterpret_cast<volatile unsigned int*>(flag) != seq) {
+        }
+        if (sample != nullptr) sample->push_back(probe::NowUs() - t0);
+        CHECK_CU(cuStreamSynchronize(CU_STREAM_LEGACY));
+      };
+      auto launch_event = [&](std::vector<double>* sample) {
+        const double t0 = probe::NowUs();
+        Tiles<<<tiles, kThreads, 0, cudaStreamLegacy>>>(ns, out);
+        CHECK_CUDA(cudaEventRecord(event, cudaStreamLegacy));
+        CHECK_CUDA(cudaEventSynchronize(event));
+        if (sample != nullptr) sample->push_back(probe::NowUs() - t0);
+      };
       auto launch_once = [&](std::vector<double>* sample) {
         const double t0 = probe::NowUs();
         Tiles<<<tiles, kThreads, 0, cudaStreamLegacy>>>(ns, out);
@@ -135,14 +192,31 @@ int main(int argc, char** argv) {
         const bool timed = done_reps >= 0;
         // Nothing resident.
         for (int i = 0; i < kBlock; ++i) launch_once(timed ? &idle : nullptr);
+        for (int i = 0; i < kBlock; ++i) launch_poll(timed ? &idle_poll : nullptr);
         // A spinner resident.
         *stop = 0;
         *started = 0;
         Spin<<<sms, kThreads, 0, side>>>(stop_dev, started_dev);
         WaitStarted(started);
         for (int i = 0; i < kBlock; ++i) launch_once(timed ? &resident : nullptr);
+        for (int i = 0; i < kBlock; ++i) launch_own(timed ? &resident_own : nullptr);
+        for (int i = 0; i < kBlock; ++i) launch_poll(timed ? &resident_poll : nullptr);
+        for (int i = 0; i < kBlock; ++i) launch_event(timed ? &resident_event : nullptr);
         *reinterpret_cast<volatile unsigned int*>(stop) = 1;
         CHECK_CUDA(cudaStreamSynchronize(side));
+        // The spinner asked to exit right before each launch.
+        for (int i = 0; i < kBlock; ++i) {
+          *reinterpret_cast<volatile unsigned int*>(stop) = 0;
+          *started = 0;
+          Spin<<<sms, kThreads, 0, side>>>(stop_dev, started_dev);
+          WaitStarted(started);
+          const double t0 = probe::NowUs();
+          *reinterpret_cast<volatile unsigned int*>(stop) = 1;
+          Tiles<<<tiles, kThreads, 0, cudaStreamLegacy>>>(ns, out);
+          CHECK_CU(cuStreamSynchronize(CU_STREAM_LEGACY));
+          if (timed) stopped.push_back(probe::NowUs() - t0);
+          CHECK_CUDA(cudaStreamSynchronize(side));
+        }
         // The resident answerer.
         *stop = 0;
         *started = 0;
@@ -157,9 +231,13 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaGetLastError());
       std::printf(
           "%s  {\"tile_ns\": %llu, \"tiles\": %u, \"launch_idle_us\": %.3f, "
-          "\"launch_resident_us\": %.3f, \"resident_call_us\": %.3f}",
-          first ? "" : ",\n", ns, tiles, probe::Median(idle), probe::Median(resident),
-          probe::Median(call));
+          "\"launch_idle_poll_us\": %.3f, \"launch_resident_us\": %.3f, "
+          "\"launch_resident_own_us\": %.3f, "
+          "\"launch_resident_poll_us\": %.3f, \"launch_resident_event_us\": %.3f, "
+          "\"launch_after_stop_us\": %.3f, \"resident_call_us\": %.3f}",
+          first ? "" : ",\n", ns, tiles, probe::Median(idle), probe::Median(idle_poll),
+          probe::Median(resident), probe::Median(resident_own), probe::Median(resident_poll),
+          probe::Median(resident_event), probe::Median(stopped), probe::Median(call));
       first = false;
     }
   }
