@@ -4,7 +4,9 @@
 // ordered on its stream (held back by a host latch, it has not run; the
 // host did not wait), an operator's error lands in the caller's status, and
 // graphs a launch cannot carry are refused; address tables reach every tile
-// through both launchers. Skips with the reason where there is no GPU.
+// through both launchers; ParkNow ends an idle worker grid (what a caller
+// does before a launch that would otherwise wait for the grid's park). Skips with the reason where
+// there is no GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -159,6 +161,54 @@ TEST_F(RuntimeLaunchGpuTest, AddressTablesReachEveryTileThroughEitherLauncher) {
     for (std::size_t k = 0; k < count; ++k) sum += static_cast<float>(k) * values[k];
     EXPECT_EQ(*got, (std::vector<float>{sum, sum + 1, sum + 2, sum + 3, sum + 4})) << count;
   }
+}
+
+// Activity reports a running grid and the submissions so far; ParkNow
+// refuses while a submission is in flight (a closed gate holds one) and
+// otherwise ends the grid at once (idle_park is 10 s here, so only the
+// request can have ended it); the next Submit relaunches it and runs.
+TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt) {
+  RuntimeConfig config;
+  config.idle_park = std::chrono::seconds(10);
+  OPEN_OR_SKIP(runtime, Open(config));
+  EXPECT_FALSE(runtime->Activity().running);  // nothing launched yet
+  ASSERT_OK(runtime->ParkNow());              // nothing to park
+  auto x = Upload(*runtime, Ramp(kN));
+  auto ones = Upload(*runtime, Filled(kN, 1.0f));
+  auto out = Upload(*runtime, Filled(kN, NAN));
+  ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
+  TaskGraph graph(*runtime);
+  ASSERT_TRUE(
+      graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "1"}}).ok());
+  auto gated = runtime->Submit(graph, SubmitOptions{.open_later = true});
+  ASSERT_TRUE(gated.ok()) << gated.status().ToString();
+  const WorkerActivity running = runtime->Activity();
+  EXPECT_TRUE(running.running);
+  EXPECT_EQ(running.submissions, runtime->stats().submissions);
+  const Status refused = runtime->ParkNow();
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_TRUE(runtime->Activity().running);
+  ASSERT_OK(runtime->OpenGate(*gated));
+  ASSERT_OK(gated->Wait());
+  const std::uint64_t launches = runtime->stats().launches;
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_OK(runtime->ParkNow(std::chrono::seconds(2)));
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(1));
+  EXPECT_FALSE(runtime->Activity().running);
+  EXPECT_EQ(runtime->stats().early_parks, 1u);
+  // Relaunched by the next Submit, which runs on the new grid.
+  TaskGraph again(*runtime);
+  ASSERT_TRUE(
+      again.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "5"}}).ok());
+  auto future = runtime->Submit(again);
+  ASSERT_TRUE(future.ok()) << future.status().ToString();
+  ASSERT_OK(future->Wait());
+  EXPECT_EQ(runtime->stats().launches, launches + 1);
+  EXPECT_TRUE(runtime->Activity().running);
+  auto got = Download(*runtime, *out);
+  ASSERT_TRUE(got.ok());
+  const std::vector<float> xs = Ramp(kN);
+  for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 5.0f) << i;
 }
 
 TEST_F(RuntimeLaunchGpuTest, GraphsALaunchCannotCarryAreRefused) {

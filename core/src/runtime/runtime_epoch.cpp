@@ -199,6 +199,15 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   }
   // Nothing is in flight: ask the idle blocks to exit now rather than after
   // idle_park.
+  GPUOS_RETURN_IF_ERROR(ParkIdleGrid(deadline, timeout));
+  step.Mark("park");
+  RunDeferredFrees();
+  step.Mark("deferred_frees");
+  if (UnloadOldestRetiredModuleIfFull()) step.Mark("unload_retired");
+  return Status::Ok();
+}
+
+Status RuntimeImpl::ParkIdleGrid(Clock::time_point deadline, std::chrono::microseconds timeout) {
   StoreRelease(&control_->stop, 1u);
   CUresult result = CUDA_ERROR_NOT_READY;
   while ((result = driver_->cuStreamQuery(stream_)) == CUDA_ERROR_NOT_READY &&
@@ -206,7 +215,6 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
     std::this_thread::yield();
   }
   StoreRelease(&control_->stop, 0u);
-  step.Mark("park");
   // The pollers copied `stop` into the device state; clear that copy too, or
   // the next grid would exit at once. On the worker's stream: after this
   // grid and before the next launch, without waiting here (a grid that did
@@ -215,20 +223,16 @@ Status RuntimeImpl::Quiesce(std::chrono::microseconds timeout) {
   GPUOS_RETURN_IF_ERROR(
       Cuda(driver_->cuMemsetD32Async(stop_seen, 0u, 1, stream_), "clearing stop_seen"));
   if (result == CUDA_ERROR_NOT_READY) {
-    // The grid still runs and serves after Resume: clear its copy now, or
-    // its blocks would keep exiting as if stopped and the last one would
-    // skip its look at the submission tail (stranding a Submit).
+    // The grid still runs and serves: clear its copy now, or its blocks
+    // would keep exiting as if stopped and the last one would skip its look
+    // at the submission tail (stranding a Submit).
     static const unsigned int kZero = 0;
     GPUOS_RETURN_IF_ERROR(Cuda(
         driver_->cuMemcpyHtoDAsync(stop_seen, &kZero, sizeof(kZero), copy_stream_), "stop_seen"));
     GPUOS_RETURN_IF_ERROR(Cuda(driver_->cuStreamSynchronize(copy_stream_), "stop_seen"));
     return Unavailable("the worker did not park within " + std::to_string(timeout.count()) + " us");
   }
-  GPUOS_RETURN_IF_ERROR(Cuda(result, "the worker"));
-  RunDeferredFrees();
-  step.Mark("deferred_frees");
-  if (UnloadOldestRetiredModuleIfFull()) step.Mark("unload_retired");
-  return Status::Ok();
+  return Cuda(result, "the worker");
 }
 
 // Unloading an image costs about as much as loading one (the H100 at

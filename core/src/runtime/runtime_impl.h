@@ -67,8 +67,10 @@ class RuntimeImpl final : public EpochDevice {
 
   // runtime_queue.cpp
   Expected<Future> Submit(const TaskGraph& graph, const SubmitOptions& options = {});
-  // runtime_launch.cpp (Runtime::LaunchTiles).
+  // runtime_launch.cpp (Runtime::LaunchTiles, Activity, ParkNow).
   Status LaunchTiles(const TaskGraph& graph, CUstream stream, std::uint64_t status_address);
+  WorkerActivity Activity() const;
+  Status ParkNow(std::chrono::microseconds timeout);
   Status Wait(const Future& future, std::chrono::microseconds timeout);
   // Waits until `sequence` finished (its outcome: SubmissionResult), with
   // the watchdog. `task_count` is for the timeout's message (0: unknown).
@@ -215,6 +217,12 @@ class RuntimeImpl final : public EpochDevice {
   void Reclaim();
   // REQUIRES mutex_ and no grid running.
   void RunDeferredFrees();
+  // REQUIRES mutex_, a grid launched and nothing in flight (runtime_epoch.cpp,
+  // for Quiesce and ParkNow): asks the grid's idle blocks to exit now rather
+  // than after idle_park and waits until `deadline` for the grid to end.
+  // Unavailable when it did not (it keeps serving; `timeout` names the wait).
+  Status ParkIdleGrid(std::chrono::steady_clock::time_point deadline,
+                      std::chrono::microseconds timeout);
   bool GridIdle() const;  // the worker stream has nothing running
   // runtime_errors.cpp. The outcome of finished submission `sequence`: OK
   // or the first error of one of its tasks.

@@ -2,6 +2,8 @@
 // kernel of its own on the caller's stream (device/src/worker.cu,
 // gpuos_tiles_worker_<N>) instead of through the persistent worker's queue.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -114,9 +116,39 @@ Status RuntimeImpl::LaunchTiles(const TaskGraph& graph, CUstream stream,
   return Status::Ok();
 }
 
+WorkerActivity RuntimeImpl::Activity() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  WorkerActivity activity;
+  activity.submissions = stats_.submissions;
+  if (shut_down_ || generation_ == 0) return activity;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t parked =
+      std::atomic_ref(control_->parked_generation).load(std::memory_order_acquire);
+  activity.running = parked < generation_;
+  return activity;
+}
+
+Status RuntimeImpl::ParkNow(std::chrono::microseconds timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shut_down_) return Unavailable("the runtime was shut down");
+  GPUOS_RETURN_IF_ERROR(MakeCurrent());
+  Reclaim();
+  if (!in_flight_.empty()) {
+    return Unavailable("ParkNow: " + std::to_string(in_flight_.size()) +
+                       " submissions are in flight; the worker keeps serving them");
+  }
+  if (generation_ == 0 || GridIdle()) return Status::Ok();
+  GPUOS_RETURN_IF_ERROR(ParkIdleGrid(std::chrono::steady_clock::now() + timeout, timeout));
+  ++stats_.early_parks;
+  RunDeferredFrees();
+  return Status::Ok();
+}
+
 Status Runtime::LaunchTiles(const TaskGraph& graph, CUstream_st* stream,
                             std::uint64_t status_address) {
   return impl_->LaunchTiles(graph, stream, status_address);
 }
+WorkerActivity Runtime::Activity() const { return impl_->Activity(); }
+Status Runtime::ParkNow(std::chrono::microseconds timeout) { return impl_->ParkNow(timeout); }
 
 }  // namespace gpuos::runtime

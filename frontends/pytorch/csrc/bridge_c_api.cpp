@@ -120,6 +120,7 @@ char* gpuos_torch_runtime_stats_json(GpuosTorchRuntime* runtime) {
                           {"max_queue_depth", s.max_queue_depth},
                           {"direct_submissions", s.direct_submissions},
                           {"tile_launches", s.tile_launches},
+                          {"early_parks", s.early_parks},
                           {"cached_openings", s.cached_openings},
                           {"payload_cache_uses", s.payload_cache_uses},
                           {"payload_cache_fills", s.payload_cache_fills},

@@ -1,6 +1,7 @@
 #include "bridge_runtime.h"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -273,6 +274,17 @@ Status Program::TileLaunchError(const CudaDriverApi& driver) {
                   "; the results of that run and of any run after it are not valid");
 }
 
+bool Program::LaunchThisRun() {
+  // Long enough for an idle grid to exit (4-19 us measured, docs/runtime.md
+  // "Epoch switches"), short against the idle_park it saves.
+  constexpr std::chrono::microseconds kParkTimeout(200);
+  const runtime::WorkerActivity activity = runtime_->Activity();
+  const bool others = activity.submissions != submissions_seen_;
+  submissions_seen_ = activity.submissions;
+  if (!activity.running) return true;
+  return !others && runtime_->ParkNow(kParkTimeout).ok();
+}
+
 Status Program::AwaitLastTileLaunch(const CudaDriverApi& driver, CUstream unless) {
   if (last_launch_stream_ == nullptr || last_launch_stream_ == unless) return Status::Ok();
   return CudaStatus(driver, driver.cuStreamSynchronize(last_launch_stream_),
@@ -432,18 +444,25 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
     }
     GPUOS_RETURN_IF_ERROR(AwaitPreviousStitchedRun());
   }
+  started_tile_launch_ = false;
   if (tile_launch_) {
     GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
     GPUOS_RETURN_IF_ERROR(TileLaunchError(*driver));
-    reclaim.Stop();
-    StepTimer bind(LaunchStep::kBind);
-    GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
-    bind.Stop();
     if (stream == nullptr) stream = CU_STREAM_LEGACY;
-    GPUOS_RETURN_IF_ERROR(LaunchTiled(*driver, stream));
-    started_ = this;
-    started_stream_ = stream;
-    return Status::Ok();
+    if (LaunchThisRun()) {
+      reclaim.Stop();
+      StepTimer bind(LaunchStep::kBind);
+      GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
+      bind.Stop();
+      GPUOS_RETURN_IF_ERROR(LaunchTiled(*driver, stream));
+      started_ = this;
+      started_stream_ = stream;
+      started_tile_launch_ = true;
+      return Status::Ok();
+    }
+    // Through the worker: after the last launch (SubmitAfter orders the run
+    // after this stream's work; another stream's is waited for here).
+    GPUOS_RETURN_IF_ERROR(AwaitLastTileLaunch(*driver, stream));
   }
   while (!pending_.empty() && pending_.front().Ready()) {
     const runtime::Future previous = pending_.front();
@@ -457,6 +476,7 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   if (stream == nullptr) stream = CU_STREAM_LEGACY;
   GPUOS_RETURN_IF_ERROR(SubmitAfter(*driver, stream).status());
+  if (tile_launch_) submissions_seen_ = runtime_->Activity().submissions;  // its own included
   started_ = this;
   started_stream_ = stream;
   return Status::Ok();
@@ -469,9 +489,8 @@ Status Program::Finish() {
   started_ = nullptr;
   if (started == nullptr) return FailedPrecondition("Program::Finish without a Start before it");
   if (started != this) return started->Finish();
-  // A tile launch (this program's runs are all tile launches) is enqueued on
-  // its stream, which orders everything after it.
-  if (tile_launch_) return Status::Ok();
+  // A tile launch is enqueued on its stream, which orders everything after it.
+  if (started_tile_launch_) return Status::Ok();
   const CUstream stream = started_stream_;
   const runtime::Future launched = pending_.back();  // SubmitAfter's
   // The results are usually there within microseconds: waiting for them

@@ -106,8 +106,9 @@ class Program {
   Status Start(const unsigned long long* addresses, std::uint32_t num_buffers, CUstream stream);
   Status Finish();
 
-  // Runtime::KeepWarm of the program's runtime; nothing for tile launches,
-  // which do not use the worker (a resident worker would slow them down).
+  // Runtime::KeepWarm of the program's runtime; nothing for a program that
+  // runs as tile launches (a resident worker would slow them down), which
+  // goes through the worker only while others keep it running (Start).
   Status KeepWarm() { return tile_launch_ ? Status::Ok() : runtime_->KeepWarm(); }
 
   // No launch of this program (or of its unstitched fallback) is running
@@ -153,6 +154,13 @@ class Program {
   // Tile launches: enqueues the bound graph on `stream` (after the last
   // launch's stream finished, when that was another one).
   Status LaunchTiled(const CudaDriverApi& driver, CUstream stream);
+  // Whether this run goes as a tile launch (else through the worker): a
+  // launch's blocks wait for a running worker grid to park (Runtime::
+  // Activity), so a run goes through the worker while the grid runs and
+  // others submitted since this program's last run; a grid that runs for
+  // this program's own runs alone is asked to park (Runtime::ParkNow), and
+  // the run goes through it when it does not.
+  bool LaunchThisRun();
   // Synchronizes the stream of the program's last tile launch, unless there
   // is none or it is `unless` (a run about to be ordered on that stream).
   Status AwaitLastTileLaunch(const CudaDriverApi& driver, CUstream unless = nullptr);
@@ -181,6 +189,10 @@ class Program {
   // into (mapped pinned memory, its device address) and the stream of the
   // last launch (nullptr: none yet).
   bool tile_launch_ = false;
+  bool started_tile_launch_ = false;  // between Start and Finish: this run is a tile launch
+  // The runtime's submissions as of this program's last run (its own
+  // included): more at the next run means others use the worker.
+  std::uint64_t submissions_seen_ = 0;
   device::WorkerStatus* launch_status_ = nullptr;
   std::uint64_t launch_status_device_ = 0;
   CUstream last_launch_stream_ = nullptr;

@@ -452,6 +452,51 @@ def test_one_stage_programs_run_as_tile_launches_in_stream_order(gpu):
     assert _runtime_count("direct_submissions") == direct
 
 
+def test_one_stage_programs_go_through_the_worker_while_others_keep_it_running(gpu):
+    """A launch's blocks wait for a running worker grid to park (docs/pytorch.md,
+    "Tile launches"): a one-stage program called right after another
+    program's call through the worker goes through the worker too; once only
+    its own calls keep the grid running, it asks the grid to park and runs
+    as tile launches again. Every result right."""
+    def attention(q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(64), dim=-1) @ v
+
+    def step(x):
+        return x * 0.999 + 0.001
+
+    generator = torch.Generator().manual_seed(12)
+    q, k, v = (torch.randn(8, 128, 64, generator=generator).to(gpu) for _ in range(3))
+    x = torch.randn(64, 64, generator=generator).to(gpu)
+    f, g = gpuos.compile(attention), gpuos.compile(step)
+    _close(f(q, k, v), attention(q, k, v))  # traced and built
+    launches = _runtime_count("tile_launches")
+    _close(g(x), step(x))
+    assert _runtime_count("tile_launches") == launches, "the elementwise step is no tile launch"
+    runs = []
+    for phase in ("mixed", "alone"):
+        launches, parks = _runtime_count("tile_launches"), _runtime_count("early_parks")
+        for i in range(10):
+            if phase == "mixed":
+                runs.append((g(x), step(x)))  # through the worker, which then runs
+            qi = q * (1 + i / 20)
+            runs.append((f(qi, k, v), attention(qi, k, v)))
+        made = _runtime_count("tile_launches") - launches
+        if phase == "mixed":
+            # The grid runs for idle_park (200 us) after each step: the
+            # attention calls right after it go through it (a few may find it
+            # parked on a slow host, and launch).
+            assert made <= 3, f"{made} of 10 attention calls beside the worker were tile launches"
+        else:
+            # The first call asks the grid its own last calls kept to park
+            # (unless it parked by itself), then all launch (one or two more
+            # go through the worker when the last run is still in flight).
+            assert made >= 8, f"{made} of 10 attention calls alone were tile launches"
+            assert _runtime_count("early_parks") - parks <= 1
+    torch.cuda.synchronize(gpu)
+    for got, want in runs:
+        _close(got, want)
+
+
 def test_tile_launches_off_run_one_stage_programs_through_the_worker(gpu):
     """GPUOS_TORCH_TILE_LAUNCH=0: the same program goes through the worker's
     queue (as direct tiles), results unchanged."""

@@ -151,6 +151,13 @@ struct RuntimePluginReport {
   std::vector<PluginInfo> available;  // every plugin, built-ins included, by kind then name
 };
 
+// What a caller that can run a one-task graph either way (LaunchTiles or
+// Submit) reads before choosing (Runtime::Activity).
+struct WorkerActivity {
+  bool running = false;           // a grid was launched and has not begun to park
+  std::uint64_t submissions = 0;  // RuntimeStats::submissions so far
+};
+
 struct RuntimeStats {
   std::uint64_t submissions = 0;
   std::uint64_t tasks_submitted = 0;
@@ -168,6 +175,8 @@ struct RuntimeStats {
   std::uint64_t direct_submissions = 0;
   // Tasks run by LaunchTiles (kernels of their own, not through the queue).
   std::uint64_t tile_launches = 0;
+  // Grids that exited early because ParkNow asked them to.
+  std::uint64_t early_parks = 0;
   // Of those, the ones the worker opened from the payload cache without
   // reading their ring slot (RuntimeConfig::payload_cache_entries), mirrored
   // the same way.
@@ -376,6 +385,23 @@ class Runtime {
   // operator version no longer served; Internal for a slot the image lacks;
   // Unavailable after Shutdown; the driver's error when the launch fails.
   Status LaunchTiles(const TaskGraph& graph, CUstream_st* stream, std::uint64_t status_address = 0);
+
+  // A launch's blocks cannot start on the SMs a resident worker grid holds:
+  // a tile launch while the grid runs waits until it parks, up to idle_park
+  // after its last work (an attention call right after an mlp call took
+  // 226 us against 13 alone on an H200, docs/runtime.md "Tile launches").
+  // A caller therefore reads Activity (cheap: the runtime's lock and one
+  // load of mapped memory) and submits through the worker while the grid
+  // runs for others (submissions made since its own last look), or asks an
+  // idle grid to exit with ParkNow and then launches.
+  WorkerActivity Activity() const;
+  // Asks the worker grid to exit now rather than after idle_park, and waits
+  // up to `timeout` for it to end; then the runtime's deferred frees run. OK
+  // at once when no grid runs. The next Submit relaunches the grid.
+  // Errors: Unavailable while submissions are in flight (the grid keeps
+  // serving them; nothing is asked of it), when it did not end within
+  // `timeout` (it keeps serving) and after Shutdown; the driver's error.
+  Status ParkNow(std::chrono::microseconds timeout = std::chrono::microseconds(500));
 
   // Tells the worker that work is coming soon: a parked worker is launched
   // now (so a Submit shortly after finds it running instead of paying the
