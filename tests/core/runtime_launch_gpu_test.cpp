@@ -41,17 +41,34 @@ std::vector<float> Ramp(std::size_t n) {
   return v;
 }
 
+// out = x + alpha * ones over kN elements: x a Ramp, `out` filled with
+// `fill` before the run.
+struct AddOperands {
+  DeviceTensor x, ones, out;
+};
+
+Expected<AddOperands> UploadAddOperands(Runtime& runtime, float fill) {
+  GPUOS_ASSIGN_OR_RETURN(DeviceTensor x, Upload(runtime, Ramp(kN)));
+  GPUOS_ASSIGN_OR_RETURN(DeviceTensor ones, Upload(runtime, Filled(kN, 1.0f)));
+  GPUOS_ASSIGN_OR_RETURN(DeviceTensor out, Upload(runtime, Filled(kN, fill)));
+  return AddOperands{std::move(x), std::move(ones), std::move(out)};
+}
+
+Status AddAddTask(TaskGraph& graph, const AddOperands& operands, const char* alpha) {
+  return graph
+      .Add("add", DType::kF32, {operands.x.desc, operands.ones.desc, operands.out.desc},
+           {{"alpha", alpha}})
+      .status();
+}
+
 // out = x + 3 * ones, one tiled add: every element, so every tile ran over
 // its own items and none was skipped or run twice into a wrong place.
 TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
   OPEN_OR_SKIP(runtime, Open());
-  auto x = Upload(*runtime, Ramp(kN));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  auto out = Upload(*runtime, Filled(kN, NAN));
-  ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
+  auto operands = UploadAddOperands(*runtime, NAN);
+  ASSERT_TRUE(operands.ok()) << operands.status().ToString();
   TaskGraph graph(*runtime);
-  ASSERT_TRUE(
-      graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "3"}}).ok());
+  ASSERT_OK(AddAddTask(graph, *operands, "3"));
   ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
   auto stream = UserStream::Create();
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
@@ -61,7 +78,7 @@ TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
   ASSERT_OK((*stream)->Synchronize());
   EXPECT_EQ(runtime->stats().tile_launches, before + 1);
   EXPECT_EQ(runtime->stats().submissions, submissions);  // not through the queue
-  auto got = Download(*runtime, *out);
+  auto got = Download(*runtime, operands->out);
   ASSERT_TRUE(got.ok());
   const std::vector<float> xs = Ramp(kN);
   for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 3.0f) << i;
@@ -71,13 +88,10 @@ TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
 // host waits for nothing) and runs once the stream moves on.
 TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
   OPEN_OR_SKIP(runtime, Open());
-  auto x = Upload(*runtime, Ramp(kN));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  auto out = Upload(*runtime, Filled(kN, -1.0f));
-  ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
+  auto operands = UploadAddOperands(*runtime, -1.0f);
+  ASSERT_TRUE(operands.ok()) << operands.status().ToString();
   TaskGraph graph(*runtime);
-  ASSERT_TRUE(
-      graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "2"}}).ok());
+  ASSERT_OK(AddAddTask(graph, *operands, "2"));
   auto stream = UserStream::Create();
   ASSERT_TRUE(stream.ok());
   auto latch = HostLatch::Create();  // after the stream: opened and waited for first
@@ -87,13 +101,13 @@ TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
   ASSERT_OK(runtime->LaunchTiles(graph, (*stream)->get()));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   EXPECT_EQ((*stream)->Query(), CUDA_ERROR_NOT_READY);
-  auto held = Download(*runtime, *out);
+  auto held = Download(*runtime, operands->out);
   ASSERT_TRUE(held.ok());
   EXPECT_EQ((*held)[0], -1.0f);
   EXPECT_EQ((*held)[kN - 1], -1.0f);
   (*latch)->Open();
   ASSERT_OK((*stream)->Synchronize());
-  auto got = Download(*runtime, *out);
+  auto got = Download(*runtime, operands->out);
   ASSERT_TRUE(got.ok());
   const std::vector<float> xs = Ramp(kN);
   for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 2.0f) << i;
@@ -173,13 +187,10 @@ TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt
   OPEN_OR_SKIP(runtime, Open(config));
   EXPECT_FALSE(runtime->Activity().running);  // nothing launched yet
   ASSERT_OK(runtime->ParkNow());              // nothing to park
-  auto x = Upload(*runtime, Ramp(kN));
-  auto ones = Upload(*runtime, Filled(kN, 1.0f));
-  auto out = Upload(*runtime, Filled(kN, NAN));
-  ASSERT_TRUE(x.ok() && ones.ok() && out.ok());
+  auto operands = UploadAddOperands(*runtime, NAN);
+  ASSERT_TRUE(operands.ok()) << operands.status().ToString();
   TaskGraph graph(*runtime);
-  ASSERT_TRUE(
-      graph.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "1"}}).ok());
+  ASSERT_OK(AddAddTask(graph, *operands, "1"));
   auto gated = runtime->Submit(graph, SubmitOptions{.open_later = true});
   ASSERT_TRUE(gated.ok()) << gated.status().ToString();
   const WorkerActivity running = runtime->Activity();
@@ -198,14 +209,13 @@ TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt
   EXPECT_EQ(runtime->stats().early_parks, 1u);
   // Relaunched by the next Submit, which runs on the new grid.
   TaskGraph again(*runtime);
-  ASSERT_TRUE(
-      again.Add("add", DType::kF32, {x->desc, ones->desc, out->desc}, {{"alpha", "5"}}).ok());
+  ASSERT_OK(AddAddTask(again, *operands, "5"));
   auto future = runtime->Submit(again);
   ASSERT_TRUE(future.ok()) << future.status().ToString();
   ASSERT_OK(future->Wait());
   EXPECT_EQ(runtime->stats().launches, launches + 1);
   EXPECT_TRUE(runtime->Activity().running);
-  auto got = Download(*runtime, *out);
+  auto got = Download(*runtime, operands->out);
   ASSERT_TRUE(got.ok());
   const std::vector<float> xs = Ramp(kN);
   for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 5.0f) << i;

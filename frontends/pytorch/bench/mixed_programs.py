@@ -104,36 +104,28 @@ def main() -> int:
                              ["idle_park_us"])
         pause_s = max(4 * idle_park_us, 1000.0) * 1e-6
 
-        def attention_alone(timed: list | None) -> None:
-            start = time.perf_counter_ns()
-            attention()
-            stream.synchronize()
-            if timed is not None:
-                timed.append((time.perf_counter_ns() - start) / 1e3)
+        def calls(*functions):
+            """A scenario: the calls, then one synchronize, timed into a list
+            (None: untimed)."""
+            def scenario(timed: list | None) -> None:
+                start = time.perf_counter_ns()
+                for function in functions:
+                    function()
+                stream.synchronize()
+                if timed is not None:
+                    timed.append((time.perf_counter_ns() - start) / 1e3)
+            return scenario
 
-        def mlp_alone(timed: list | None) -> None:
-            start = time.perf_counter_ns()
-            mlp()
-            stream.synchronize()
-            if timed is not None:
-                timed.append((time.perf_counter_ns() - start) / 1e3)
+        attention_alone = calls(attention)
 
         def attention_after_mlp(timed: list | None) -> None:
             mlp()
             stream.synchronize()
             attention_alone(timed)
 
-        def mlp_then_attention(timed: list | None) -> None:
-            start = time.perf_counter_ns()
-            mlp()
-            attention()
-            stream.synchronize()
-            if timed is not None:
-                timed.append((time.perf_counter_ns() - start) / 1e3)
-
-        run = {"attention_alone": attention_alone, "mlp_alone": mlp_alone,
+        run = {"attention_alone": attention_alone, "mlp_alone": calls(mlp),
                "attention_after_mlp": attention_after_mlp,
-               "mlp_then_attention": mlp_then_attention}
+               "mlp_then_attention": calls(mlp, attention)}
         samples = {k: [] for k in SCENARIOS}
         counts = {k: {"tile_launches": 0, "submissions": 0, "launches": 0} for k in SCENARIOS}
         for r in range(args.rounds):
