@@ -54,7 +54,7 @@ Expected<AddOperands> UploadAddOperands(Runtime& runtime, float fill) {
   return AddOperands{std::move(x), std::move(ones), std::move(out)};
 }
 
-Status AddAddTask(TaskGraph& graph, const AddOperands& operands, const char* alpha) {
+Status AddElementwiseAdd(TaskGraph& graph, const AddOperands& operands, const char* alpha) {
   return graph
       .Add("add", DType::kF32, {operands.x.desc, operands.ones.desc, operands.out.desc},
            {{"alpha", alpha}})
@@ -68,7 +68,7 @@ TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
   auto operands = UploadAddOperands(*runtime, NAN);
   ASSERT_TRUE(operands.ok()) << operands.status().ToString();
   TaskGraph graph(*runtime);
-  ASSERT_OK(AddAddTask(graph, *operands, "3"));
+  ASSERT_OK(AddElementwiseAdd(graph, *operands, "3"));
   ASSERT_GE(graph.tasks()[0].num_tiles, 8u);
   auto stream = UserStream::Create();
   ASSERT_TRUE(stream.ok()) << stream.status().ToString();
@@ -91,7 +91,7 @@ TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
   auto operands = UploadAddOperands(*runtime, -1.0f);
   ASSERT_TRUE(operands.ok()) << operands.status().ToString();
   TaskGraph graph(*runtime);
-  ASSERT_OK(AddAddTask(graph, *operands, "2"));
+  ASSERT_OK(AddElementwiseAdd(graph, *operands, "2"));
   auto stream = UserStream::Create();
   ASSERT_TRUE(stream.ok());
   auto latch = HostLatch::Create();  // after the stream: opened and waited for first
@@ -177,10 +177,11 @@ TEST_F(RuntimeLaunchGpuTest, AddressTablesReachEveryTileThroughEitherLauncher) {
   }
 }
 
-// Activity reports a running grid and the submissions so far; ParkNow
-// refuses while a submission is in flight (a closed gate holds one) and
-// otherwise ends the grid at once (idle_park is 10 s here, so only the
-// request can have ended it); the next Submit relaunches it and runs.
+// Activity reports a running grid and the requests so far (submissions but
+// stand-ins for launches, and KeepWarm calls); ParkNow refuses while a
+// submission is in flight (a closed gate holds one) and otherwise ends the
+// grid at once (idle_park is 10 s here, so only the request can have ended
+// it); the next Submit relaunches it and runs.
 TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt) {
   RuntimeConfig config;
   config.idle_park = std::chrono::seconds(10);
@@ -190,12 +191,12 @@ TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt
   auto operands = UploadAddOperands(*runtime, NAN);
   ASSERT_TRUE(operands.ok()) << operands.status().ToString();
   TaskGraph graph(*runtime);
-  ASSERT_OK(AddAddTask(graph, *operands, "1"));
+  ASSERT_OK(AddElementwiseAdd(graph, *operands, "1"));
   auto gated = runtime->Submit(graph, SubmitOptions{.open_later = true});
   ASSERT_TRUE(gated.ok()) << gated.status().ToString();
   const WorkerActivity running = runtime->Activity();
   EXPECT_TRUE(running.running);
-  EXPECT_EQ(running.submissions, runtime->stats().submissions);
+  EXPECT_EQ(running.requests, 1u);  // the gated submission
   const Status refused = runtime->ParkNow();
   EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
   EXPECT_TRUE(runtime->Activity().running);
@@ -209,12 +210,16 @@ TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt
   EXPECT_EQ(runtime->stats().early_parks, 1u);
   // Relaunched by the next Submit, which runs on the new grid.
   TaskGraph again(*runtime);
-  ASSERT_OK(AddAddTask(again, *operands, "5"));
-  auto future = runtime->Submit(again);
+  ASSERT_OK(AddElementwiseAdd(again, *operands, "5"));
+  auto future = runtime->Submit(again, SubmitOptions{.stands_in_for_launch = true});
   ASSERT_TRUE(future.ok()) << future.status().ToString();
   ASSERT_OK(future->Wait());
   EXPECT_EQ(runtime->stats().launches, launches + 1);
   EXPECT_TRUE(runtime->Activity().running);
+  // A stand-in for a launch is no request of others; a KeepWarm is.
+  EXPECT_EQ(runtime->Activity().requests, 1u);
+  ASSERT_OK(runtime->KeepWarm());
+  EXPECT_EQ(runtime->Activity().requests, 2u);
   auto got = Download(*runtime, operands->out);
   ASSERT_TRUE(got.ok());
   const std::vector<float> xs = Ramp(kN);

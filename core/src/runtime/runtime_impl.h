@@ -347,6 +347,9 @@ class RuntimeImpl final : public EpochDevice {
   std::uint64_t next_sequence_ = 1;
   std::uint32_t next_task_id_ = 1;
   std::uint64_t generation_ = 0;  // of the last launch; 0 = none yet
+  // WorkerActivity::requests: submissions that do not stand in for a
+  // launch, and KeepWarm calls.
+  std::uint64_t worker_requests_ = 0;
   std::vector<CUdeviceptr> allocations_;
   std::vector<CUdeviceptr> deferred_frees_;
   RuntimeStats stats_;

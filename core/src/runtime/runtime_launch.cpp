@@ -119,7 +119,7 @@ Status RuntimeImpl::LaunchTiles(const TaskGraph& graph, CUstream stream,
 WorkerActivity RuntimeImpl::Activity() const {
   std::lock_guard<std::mutex> lock(mutex_);
   WorkerActivity activity;
-  activity.submissions = stats_.submissions;
+  activity.requests = worker_requests_;
   if (shut_down_ || generation_ == 0) return activity;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint64_t parked =

@@ -137,6 +137,7 @@ Status RuntimeImpl::EnsureWorker() {
 Status RuntimeImpl::KeepWarm() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shut_down_) return Unavailable("the runtime was shut down");
+  ++worker_requests_;  // WorkerActivity::requests
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
   if (generation_ != 0 && parked < generation_) {
@@ -347,6 +348,7 @@ Expected<Future> RuntimeImpl::Submit(const TaskGraph& graph, const SubmitOptions
   GPUOS_RETURN_IF_ERROR(EnsureWorker());
 
   ++stats_.submissions;
+  if (!options.stands_in_for_launch) ++worker_requests_;  // WorkerActivity::requests
   stats_.tasks_submitted += task_count;
   stats_.max_queue_depth = std::max<std::uint64_t>(stats_.max_queue_depth, in_flight_.size());
   std::uint64_t tasks_in_flight = 0;

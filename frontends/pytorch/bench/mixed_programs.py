@@ -18,6 +18,11 @@ wall time until PyTorch's current stream's synchronize returns):
                          attention call and synchronize: beside a worker that
                          is still resident
   mlp_then_attention     mlp call, attention call, one synchronize (the pair)
+  attention_after_routed mlp call, attention call (through the worker, which
+                         the mlp call left running), synchronize (untimed),
+                         then the timed attention call and synchronize: the
+                         grid runs for attention's own run alone, which asks
+                         it to park (Runtime::ParkNow) and launches
 
 Run it once per GPUOS_TORCH_TILE_LAUNCH setting (the extension reads it
 once a process): the JSON names the setting and counts the tile launches
@@ -43,7 +48,8 @@ import workloads  # noqa: E402
 
 import gpuos  # noqa: E402
 
-SCENARIOS = ("attention_alone", "mlp_alone", "attention_after_mlp", "mlp_then_attention")
+SCENARIOS = ("attention_alone", "mlp_alone", "attention_after_mlp", "mlp_then_attention",
+             "attention_after_routed")
 
 
 def _summary(samples: list[float]) -> dict:
@@ -54,12 +60,13 @@ def _summary(samples: list[float]) -> dict:
 
 
 def _counters(device: torch.device) -> dict:
-    """Tile launches and grids launched (the runtime's), submissions (the
-    package's)."""
+    """Tile launches, grids launched and grids ParkNow ended (the runtime's),
+    submissions (the package's)."""
     stats = gpuos.stats()
     runtime = stats["runtimes"].get(f"cuda:{device.index or 0}", {})
     return {"tile_launches": runtime.get("tile_launches", 0),
-            "launches": runtime.get("launches", 0), "submissions": stats.get("submissions", 0)}
+            "launches": runtime.get("launches", 0), "early_parks": runtime.get("early_parks", 0),
+            "submissions": stats.get("submissions", 0)}
 
 
 def _check(compiled, module, inputs) -> float:
@@ -123,11 +130,19 @@ def main() -> int:
             stream.synchronize()
             attention_alone(timed)
 
+        def attention_after_routed(timed: list | None) -> None:
+            mlp()
+            attention()
+            stream.synchronize()
+            attention_alone(timed)
+
         run = {"attention_alone": attention_alone, "mlp_alone": calls(mlp),
                "attention_after_mlp": attention_after_mlp,
-               "mlp_then_attention": calls(mlp, attention)}
+               "mlp_then_attention": calls(mlp, attention),
+               "attention_after_routed": attention_after_routed}
         samples = {k: [] for k in SCENARIOS}
-        counts = {k: {"tile_launches": 0, "submissions": 0, "launches": 0} for k in SCENARIOS}
+        counts = {k: {"tile_launches": 0, "submissions": 0, "launches": 0, "early_parks": 0}
+                  for k in SCENARIOS}
         for r in range(args.rounds):
             order = SCENARIOS[r % len(SCENARIOS):] + SCENARIOS[:r % len(SCENARIOS)]
             for name in order:
@@ -161,7 +176,8 @@ def main() -> int:
     for k, v in result["scenarios"].items():
         print(f"{result['tile_launch_setting']:>8} {k:22} {v['median_us']:8.1f} us "
               f"(p10 {v['p10_us']:.1f}, p90 {v['p90_us']:.1f}) tile_launches "
-              f"{v['tile_launches']} submissions {v['submissions']} launches {v['launches']}")
+              f"{v['tile_launches']} submissions {v['submissions']} launches {v['launches']} "
+              f"early_parks {v['early_parks']}")
     return 0
 
 

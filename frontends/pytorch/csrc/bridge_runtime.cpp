@@ -274,15 +274,21 @@ Status Program::TileLaunchError(const CudaDriverApi& driver) {
                   "; the results of that run and of any run after it are not valid");
 }
 
-bool Program::LaunchThisRun() {
-  // Long enough for an idle grid to exit (4-19 us measured, docs/runtime.md
-  // "Epoch switches"), short against the idle_park it saves.
+Expected<bool> Program::LaunchThisRun() {
+  // Long enough for an idle grid to exit (a quiesce's park: 44 us median in
+  // bench/results/live_update.json, the H100), short against the idle_park
+  // it saves.
   constexpr std::chrono::microseconds kParkTimeout(200);
   const runtime::WorkerActivity activity = runtime_->Activity();
-  const bool others = activity.submissions != submissions_seen_;
-  submissions_seen_ = activity.submissions;
+  const bool others = activity.requests != requests_seen_;
+  requests_seen_ = activity.requests;
   if (!activity.running) return true;
-  return !others && runtime_->ParkNow(kParkTimeout).ok();
+  if (others) return false;
+  const Status parked = runtime_->ParkNow(kParkTimeout);
+  if (parked.ok()) return true;
+  // Runs in flight, or a grid that did not end in time: through it.
+  if (parked.code() == StatusCode::kUnavailable) return false;
+  return parked;
 }
 
 Status Program::AwaitLastTileLaunch(const CudaDriverApi& driver, CUstream unless) {
@@ -374,12 +380,14 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   // may need the SMs it holds (docs/pytorch.md, "Ordering").
   static const Expected<bool> open_later = OpenLater();
   GPUOS_RETURN_IF_ERROR(open_later.status());
+  runtime::SubmitOptions options;
+  options.stands_in_for_launch = tile_launch_;  // LaunchThisRun chose the worker
   if (runtime::StreamTracker* tracker = RunningTracker();
       tracker != nullptr && tracker->KnownIdle(runtime_->cuda_context(), stream)) {
     // Nothing was enqueued in the process since the stream was last found
     // idle: published open, with no query (stream_tracker.h).
     StepTimer submit(LaunchStep::kSubmit);
-    GPUOS_ASSIGN_OR_RETURN(const runtime::Future open, runtime_->Submit(graph_));
+    GPUOS_ASSIGN_OR_RETURN(const runtime::Future open, runtime_->Submit(graph_, options));
     pending_.push_back(open);
     queries_skipped.fetch_add(1, std::memory_order_relaxed);
     return open;
@@ -387,7 +395,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   CUresult idle = CUDA_ERROR_NOT_READY;  // the stream's query, below
   if (*open_later) {
     StepTimer submit(LaunchStep::kSubmit);
-    runtime::SubmitOptions gated;
+    runtime::SubmitOptions gated = options;
     gated.open_later = true;
     GPUOS_ASSIGN_OR_RETURN(const runtime::Future launched, runtime_->Submit(graph_, gated));
     submit.Stop();
@@ -409,7 +417,7 @@ Expected<runtime::Future> Program::SubmitAfter(const CudaDriverApi& driver, CUst
   GPUOS_RETURN_IF_ERROR(AwaitStream(driver, stream, idle));
   query.Stop();
   StepTimer submit(LaunchStep::kSubmit);
-  GPUOS_ASSIGN_OR_RETURN(const runtime::Future plain, runtime_->Submit(graph_));
+  GPUOS_ASSIGN_OR_RETURN(const runtime::Future plain, runtime_->Submit(graph_, options));
   pending_.push_back(plain);
   return plain;
 }
@@ -449,7 +457,8 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
     GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
     GPUOS_RETURN_IF_ERROR(TileLaunchError(*driver));
     if (stream == nullptr) stream = CU_STREAM_LEGACY;
-    if (LaunchThisRun()) {
+    GPUOS_ASSIGN_OR_RETURN(const bool launch, LaunchThisRun());
+    if (launch) {
       reclaim.Stop();
       StepTimer bind(LaunchStep::kBind);
       GPUOS_RETURN_IF_ERROR(Bind(addresses, num_buffers));
@@ -476,7 +485,6 @@ Status Program::Start(const unsigned long long* addresses, std::uint32_t num_buf
   GPUOS_ASSIGN_OR_RETURN(const CudaDriverApi* driver, LoadCudaDriver());
   if (stream == nullptr) stream = CU_STREAM_LEGACY;
   GPUOS_RETURN_IF_ERROR(SubmitAfter(*driver, stream).status());
-  if (tile_launch_) submissions_seen_ = runtime_->Activity().submissions;  // its own included
   started_ = this;
   started_stream_ = stream;
   return Status::Ok();

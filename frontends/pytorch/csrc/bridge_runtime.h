@@ -77,8 +77,10 @@ class Program {
   // of one stage (its tiles wait for none of its own) is launched as a
   // kernel of its own on `stream` instead (Runtime::LaunchTiles; tile
   // launches, docs/pytorch.md, "Tile launches"; GPUOS_TORCH_TILE_LAUNCH=0
-  // turns them off): Launch returns once it is enqueued, and an operator
-  // error it reports surfaces at the program's next Launch. Otherwise the
+  // turns them off), unless the worker grid runs for others' work
+  // (LaunchThisRun, which may also end a grid kept by this program's own
+  // runs): a launch returns once it is enqueued, and an operator error it
+  // reports surfaces at the program's next Launch. Otherwise the
   // first half
   // (Start): the submission is published with a closed gate, opened once a
   // query finds `stream` idle; when it has unfinished work, the gated
@@ -155,12 +157,14 @@ class Program {
   // launch's stream finished, when that was another one).
   Status LaunchTiled(const CudaDriverApi& driver, CUstream stream);
   // Whether this run goes as a tile launch (else through the worker): a
-  // launch's blocks wait for a running worker grid to park (Runtime::
-  // Activity), so a run goes through the worker while the grid runs and
-  // others submitted since this program's last run; a grid that runs for
-  // this program's own runs alone is asked to park (Runtime::ParkNow), and
-  // the run goes through it when it does not.
-  bool LaunchThisRun();
+  // launch waits for a running worker grid to park (Runtime::Activity), so
+  // while a grid runs the run goes through it when others asked something
+  // of it since this program's last run (WorkerActivity::requests; runs
+  // that stand in for launches do not count), and otherwise asks it to
+  // exit (Runtime::ParkNow) and launches, or goes through it when the grid
+  // does not exit (runs in flight, or not within 200 us). Errors: the
+  // driver's, from ParkNow.
+  Expected<bool> LaunchThisRun();
   // Synchronizes the stream of the program's last tile launch, unless there
   // is none or it is `unless` (a run about to be ordered on that stream).
   Status AwaitLastTileLaunch(const CudaDriverApi& driver, CUstream unless = nullptr);
@@ -190,9 +194,9 @@ class Program {
   // last launch (nullptr: none yet).
   bool tile_launch_ = false;
   bool started_tile_launch_ = false;  // between Start and Finish: this run is a tile launch
-  // The runtime's submissions as of this program's last run (its own
-  // included): more at the next run means others use the worker.
-  std::uint64_t submissions_seen_ = 0;
+  // WorkerActivity::requests at this program's last run: more at the next
+  // run means others use the worker.
+  std::uint64_t requests_seen_ = 0;
   device::WorkerStatus* launch_status_ = nullptr;
   std::uint64_t launch_status_device_ = 0;
   CUstream last_launch_stream_ = nullptr;

@@ -154,8 +154,11 @@ struct RuntimePluginReport {
 // What a caller that can run a one-task graph either way (LaunchTiles or
 // Submit) reads before choosing (Runtime::Activity).
 struct WorkerActivity {
-  bool running = false;           // a grid was launched and has not begun to park
-  std::uint64_t submissions = 0;  // RuntimeStats::submissions so far
+  bool running = false;  // a grid was launched and has not begun to park
+  // What was asked of the worker so far: submissions (but those that stand
+  // in for a launch, SubmitOptions::stands_in_for_launch) and KeepWarm
+  // calls. More than at a caller's last look: others use the grid.
+  std::uint64_t requests = 0;
 };
 
 struct RuntimeStats {
@@ -164,7 +167,7 @@ struct RuntimeStats {
   std::uint64_t tiles_completed = 0;     // by the device (no-ops included)
   std::uint64_t launches = 0;            // worker grids launched
   std::uint64_t relaunches = 0;          // launches after the first
-  std::uint64_t parks = 0;               // grids that parked by themselves
+  std::uint64_t parks = 0;               // grids that ended (early_parks included)
   std::uint64_t backpressure_waits = 0;  // Submits that had to wait for room
   std::uint64_t max_queue_depth = 0;     // most submissions in flight at once
   std::uint64_t max_tasks_in_flight = 0;
@@ -173,14 +176,14 @@ struct RuntimeStats {
   // submission completes, so a lower bound (briefly one behind a wait that
   // returned; two completing together may leave it one low).
   std::uint64_t direct_submissions = 0;
-  // Tasks run by LaunchTiles (kernels of their own, not through the queue).
-  std::uint64_t tile_launches = 0;
-  // Grids that exited early because ParkNow asked them to.
-  std::uint64_t early_parks = 0;
   // Of those, the ones the worker opened from the payload cache without
   // reading their ring slot (RuntimeConfig::payload_cache_entries), mirrored
   // the same way.
   std::uint64_t cached_openings = 0;
+  // Tasks run by LaunchTiles (kernels of their own, not through the queue).
+  std::uint64_t tile_launches = 0;
+  // Grids that exited early because ParkNow asked them to.
+  std::uint64_t early_parks = 0;
   // Submissions published as uses of a payload cache entry (the host's
   // count; the worker opens such a one from the cache where the lone hint
   // it reads with the tail still names it, cached_openings) and as fills of
@@ -283,6 +286,11 @@ struct SubmitOptions {
   // (Runtime::DropGated) on every path, errors included. Sequences stay below
   // device::kGateDropped (2^62).
   bool open_later = false;
+  // When true: a run the caller would have made a tile launch (LaunchTiles)
+  // but submits because the worker grid runs (Runtime::Activity). It is
+  // left out of WorkerActivity::requests, so that such callers tell a grid
+  // that others keep busy from one that only their own stand-ins keep.
+  bool stands_in_for_launch = false;
 };
 
 class RuntimeImpl;
@@ -386,21 +394,23 @@ class Runtime {
   // Unavailable after Shutdown; the driver's error when the launch fails.
   Status LaunchTiles(const TaskGraph& graph, CUstream_st* stream, std::uint64_t status_address = 0);
 
-  // A launch's blocks cannot start on the SMs a resident worker grid holds:
-  // a tile launch while the grid runs waits until it parks, up to idle_park
-  // after its last work (an attention call right after an mlp call took
-  // 226 us against 13 alone on an H200, docs/runtime.md "Tile launches").
-  // A caller therefore reads Activity (cheap: the runtime's lock and one
-  // load of mapped memory) and submits through the worker while the grid
-  // runs for others (submissions made since its own last look), or asks an
-  // idle grid to exit with ParkNow and then launches.
+  // A tile launch made while the worker grid runs did not start until the
+  // grid parked, up to idle_park after its last work (an attention call
+  // right after an mlp call took 226 us against 13 alone on an H200;
+  // docs/runtime.md "Tile launches" says what is known of why). A caller
+  // therefore reads Activity (the runtime's lock and one load of mapped
+  // memory) and, while the grid runs, submits through it when others asked
+  // something of it since its own last look (WorkerActivity::requests), or
+  // else asks it to exit with ParkNow and then launches.
   WorkerActivity Activity() const;
   // Asks the worker grid to exit now rather than after idle_park, and waits
   // up to `timeout` for it to end; then the runtime's deferred frees run. OK
   // at once when no grid runs. The next Submit relaunches the grid.
   // Errors: Unavailable while submissions are in flight (the grid keeps
-  // serving them; nothing is asked of it), when it did not end within
-  // `timeout` (it keeps serving) and after Shutdown; the driver's error.
+  // serving them; nothing is asked of it), after Shutdown, and when the grid
+  // did not end within `timeout`: it keeps serving then, possibly on fewer
+  // blocks (those that saw the request have exited) until its next park;
+  // the driver's error.
   Status ParkNow(std::chrono::microseconds timeout = std::chrono::microseconds(500));
 
   // Tells the worker that work is coming soon: a parked worker is launched
