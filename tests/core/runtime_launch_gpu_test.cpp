@@ -61,6 +61,22 @@ Status AddElementwiseAdd(TaskGraph& graph, const AddOperands& operands, const ch
       .status();
 }
 
+// Success when every element of `out` is x + alpha (x the Ramp), else the
+// first element that is not (or the download's error).
+::testing::AssertionResult OutIsRampPlus(Runtime& runtime, const AddOperands& operands,
+                                         float alpha) {
+  auto got = Download(runtime, operands.out);
+  if (!got.ok()) return ::testing::AssertionFailure() << got.status().ToString();
+  const std::vector<float> xs = Ramp(kN);
+  for (std::size_t i = 0; i < kN; ++i) {
+    if ((*got)[i] != xs[i] + alpha) {
+      return ::testing::AssertionFailure()
+             << "out[" << i << "] = " << (*got)[i] << ", expected " << xs[i] + alpha;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // out = x + 3 * ones, one tiled add: every element, so every tile ran over
 // its own items and none was skipped or run twice into a wrong place.
 TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
@@ -78,10 +94,7 @@ TEST_F(RuntimeLaunchGpuTest, EveryTileRunsOnTheCallersStream) {
   ASSERT_OK((*stream)->Synchronize());
   EXPECT_EQ(runtime->stats().tile_launches, before + 1);
   EXPECT_EQ(runtime->stats().submissions, submissions);  // not through the queue
-  auto got = Download(*runtime, operands->out);
-  ASSERT_TRUE(got.ok());
-  const std::vector<float> xs = Ramp(kN);
-  for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 3.0f) << i;
+  EXPECT_TRUE(OutIsRampPlus(*runtime, *operands, 3.0f));
 }
 
 // Held back by a latch, the launch has not run when LaunchTiles returns (the
@@ -107,10 +120,7 @@ TEST_F(RuntimeLaunchGpuTest, LaunchStartsAfterTheStreamsEarlierWork) {
   EXPECT_EQ((*held)[kN - 1], -1.0f);
   (*latch)->Open();
   ASSERT_OK((*stream)->Synchronize());
-  auto got = Download(*runtime, operands->out);
-  ASSERT_TRUE(got.ok());
-  const std::vector<float> xs = Ramp(kN);
-  for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 2.0f) << i;
+  EXPECT_TRUE(OutIsRampPlus(*runtime, *operands, 2.0f));
 }
 
 // A failing operator reports into the caller's status (mapped memory): the
@@ -220,10 +230,7 @@ TEST_F(RuntimeLaunchGpuTest, ParkNowEndsAnIdleWorkerAndTheNextSubmitRelaunchesIt
   EXPECT_EQ(runtime->Activity().requests, 1u);
   ASSERT_OK(runtime->KeepWarm());
   EXPECT_EQ(runtime->Activity().requests, 2u);
-  auto got = Download(*runtime, operands->out);
-  ASSERT_TRUE(got.ok());
-  const std::vector<float> xs = Ramp(kN);
-  for (std::size_t i = 0; i < kN; ++i) ASSERT_EQ((*got)[i], xs[i] + 5.0f) << i;
+  EXPECT_TRUE(OutIsRampPlus(*runtime, *operands, 5.0f));
 }
 
 TEST_F(RuntimeLaunchGpuTest, GraphsALaunchCannotCarryAreRefused) {

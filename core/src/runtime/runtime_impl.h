@@ -224,6 +224,9 @@ class RuntimeImpl final : public EpochDevice {
   Status ParkIdleGrid(std::chrono::steady_clock::time_point deadline,
                       std::chrono::microseconds timeout);
   bool GridIdle() const;  // the worker stream has nothing running
+  // REQUIRES mutex_. A grid was launched and has not begun to park (its
+  // generation is above the last one that parked): no driver call.
+  bool GridRunning() const;
   // runtime_errors.cpp. The outcome of finished submission `sequence`: OK
   // or the first error of one of its tasks.
   Status SubmissionResult(std::uint64_t sequence) const;

@@ -2,7 +2,6 @@
 // kernel of its own on the caller's stream (device/src/worker.cu,
 // gpuos_tiles_worker_<N>) instead of through the persistent worker's queue.
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <iterator>
@@ -120,11 +119,7 @@ WorkerActivity RuntimeImpl::Activity() const {
   std::lock_guard<std::mutex> lock(mutex_);
   WorkerActivity activity;
   activity.requests = worker_requests_;
-  if (shut_down_ || generation_ == 0) return activity;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const std::uint64_t parked =
-      std::atomic_ref(control_->parked_generation).load(std::memory_order_acquire);
-  activity.running = parked < generation_;
+  if (!shut_down_) activity.running = GridRunning();
   return activity;
 }
 

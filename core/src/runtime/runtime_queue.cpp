@@ -97,6 +97,12 @@ bool RuntimeImpl::Done(std::uint64_t sequence) const {
 
 bool RuntimeImpl::GridIdle() const { return driver_->cuStreamQuery(stream_) == CUDA_SUCCESS; }
 
+bool RuntimeImpl::GridRunning() const {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
+  return generation_ != 0 && parked < generation_;
+}
+
 void RuntimeImpl::Reclaim() {
   while (!in_flight_.empty() && Done(in_flight_.front().sequence)) {
     const InFlight& oldest = in_flight_.front();
@@ -110,9 +116,7 @@ void RuntimeImpl::Reclaim() {
 }
 
 Status RuntimeImpl::EnsureWorker() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
-  if (generation_ != 0 && parked < generation_) return Status::Ok();
+  if (GridRunning()) return Status::Ok();
   if (GridIdle()) {  // what must wait until no kernel runs
     RunDeferredFrees();
     // One at a time, and not right after an epoch switch (this launch ends
@@ -138,9 +142,7 @@ Status RuntimeImpl::KeepWarm() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shut_down_) return Unavailable("the runtime was shut down");
   ++worker_requests_;  // WorkerActivity::requests
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const std::uint64_t parked = LoadAcquire(&control_->parked_generation);
-  if (generation_ != 0 && parked < generation_) {
+  if (GridRunning()) {
     // Running: a poller sees the new value and restarts the idle clock. A
     // grid already parking still parks; the next call relaunches it.
     StoreRelease(&control_->keep_warm, control_->keep_warm + 1u);

@@ -80,10 +80,9 @@ class Program {
   // turns them off), unless the worker grid runs for others' work
   // (LaunchThisRun, which may also end a grid kept by this program's own
   // runs): a launch returns once it is enqueued, and an operator error it
-  // reports surfaces at the program's next Launch. Otherwise the
-  // first half
-  // (Start): the submission is published with a closed gate, opened once a
-  // query finds `stream` idle; when it has unfinished work, the gated
+  // reports surfaces at the program's next Launch. Otherwise the first
+  // half (Start): the submission is published with a closed gate, opened
+  // once a query finds `stream` idle; when it has unfinished work, the gated
   // submission is dropped, `stream` synchronized on the host and the graph
   // submitted again. A device-side wait (SubmitOptions::wait_for) can
   // deadlock, because the worker does not park while a graph waits at its
